@@ -1,0 +1,1 @@
+"""interop: DLPack and conversions between jgrad and JAX / NumPy / PyTorch / CuPy."""

@@ -1,0 +1,43 @@
+"""jgrad: PyTorch's autograd engine and stream semantics, with every kernel an XLA-compiled JAX function.
+
+    >>> import jgrad as jg
+    >>> x = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4., 6.])
+"""
+from . import _dtype
+from ._device import device, device_count, get_default_device, is_available, set_default_device
+from ._dtype import (bfloat16, bool, complex64, complex128, double, dtype, float, float16, float32,  # noqa: A004
+                     float64, get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
+from ._tensor import Tensor
+from . import autograd
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from . import ops
+from .ops import *  # noqa: F401,F403
+from .ops import from_jax, get_float32_matmul_precision, set_float32_matmul_precision
+from .ops.creation import from_numpy
+from . import random
+from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from . import nn, optim  # noqa: E402
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(t) -> int:
+    return t.numel()
+
+
+def synchronize(device=None) -> None:
+    """Wait for all work queued on ``device`` (all devices when None) to finish."""
+    import jax
+    from ._dispatch import host_sync
+    host_sync(None, "jgrad.synchronize()")
+    (jax.effects_barrier if hasattr(jax, "effects_barrier") else lambda: None)()
+    for arr in jax.live_arrays():
+        if device is None or device in {d for d in arr.devices()}:
+            arr.block_until_ready()

@@ -1,0 +1,359 @@
+"""The one door every op goes through: ``call(op, *args, **attrs)``.
+
+1. find the op's ``jax.jit`` kernel for these static attributes (cached);
+2. (capture) record instead of run, when the current stream is capturing;
+3. run the kernel on the input arrays (JAX dispatches asynchronously);
+4. stamp the outputs with the current stream;
+5. if grad mode is on and an input requires grad, record an ``OpNode``.
+
+An op's backward is a jax function too, compiled per ``needs_input_grad``
+mask, so gradients nobody asked for are never computed. Under
+``create_graph=True`` the backward is itself dispatched as an op whose
+backward comes from ``jax.vjp``, so derivatives of any order work.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _dtype
+from ._tensor import Tensor
+from .autograd.engine import task_should_compute_output
+from .autograd.grad_mode import state as _state
+from .autograd.node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
+
+_ALL_OPS: list = []
+
+
+class Op:
+    """An op: a jax forward, a jax backward formula (or ``jax.vjp``), and what to save.
+
+    ``forward(*arrays, **attrs)`` returns an array or a tuple of arrays.
+    ``backward(ctx, *grads)`` returns one gradient (or None) per positional
+    input; ``ctx`` has ``saved`` (inputs named in ``save``, else None),
+    ``outputs`` (when ``save_outputs``), ``needs_input_grad``, ``attrs`` and
+    ``in_avals``. Without ``backward`` the gradient is ``jax.vjp`` of forward.
+    """
+
+    __slots__ = ("name", "forward", "backward", "save", "save_outputs", "num_outputs", "differentiable",
+                 "_kernels", "_bwd_kernels", "_derived", "__weakref__")
+
+    def __init__(self, name, forward, backward=None, *, save=None, save_outputs=False, num_outputs=1,
+                 differentiable=True):
+        self.name = name
+        self.forward = forward
+        self.backward = backward
+        # Without a formula every input is saved (jax.vjp recomputes the forward).
+        self.save = tuple(save) if save is not None else (None if backward is not None else "all")
+        self.save_outputs = save_outputs
+        self.num_outputs = num_outputs
+        self.differentiable = differentiable
+        self._kernels = {}
+        self._bwd_kernels = {}
+        self._derived = {}
+        _ALL_OPS.append(self)
+
+    def __repr__(self):
+        return f"<jgrad op {self.name}>"
+
+    def kernel(self, key, attrs):
+        fn = self._kernels.get(key)
+        if fn is None:
+            fwd = self.forward
+            fn = jax.jit(lambda *a: fwd(*a, **attrs))
+            self._kernels[key] = fn
+        return fn
+
+    def backward_kernel(self, key, attrs, mask, in_avals):
+        k = (key, mask, in_avals)
+        fn = self._bwd_kernels.get(k)
+        if fn is None:
+            body = _backward_body(self, attrs, mask, in_avals)
+            fn = jax.jit(body)
+            self._bwd_kernels[k] = fn
+        return fn
+
+
+def clear_kernel_caches() -> None:
+    """Forget compiled kernels (after changing the default dtype or matmul precision)."""
+    for op in _ALL_OPS:
+        op._kernels.clear()
+        op._bwd_kernels.clear()
+
+
+class BackwardContext:
+    """What a backward formula sees (at trace time)."""
+
+    __slots__ = ("saved", "outputs", "needs_input_grad", "attrs", "in_avals")
+
+    def __init__(self, saved, outputs, needs, attrs, in_avals):
+        self.saved, self.outputs, self.needs_input_grad, self.attrs, self.in_avals = saved, outputs, needs, attrs, in_avals
+
+
+def sum_to(g, shape):
+    """Reduce a broadcast gradient ``g`` back to ``shape``."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+def _vjp_backward(op, attrs):
+    """A backward formula derived with jax.vjp from the forward (inputs all saved)."""
+    fwd = op.forward
+
+    def backward(ctx, *grads):
+        primals = list(ctx.saved)
+        idx = [i for i, need in enumerate(ctx.needs_input_grad) if need]
+
+        def partial_fwd(*diff):
+            full = list(primals)
+            for j, i in enumerate(idx):
+                full[i] = diff[j]
+            return fwd(*full, **attrs)
+
+        out, vjp = jax.vjp(partial_fwd, *[primals[i] for i in idx])
+        outs = out if isinstance(out, tuple) else (out,)
+        cts = tuple(g if jnp.issubdtype(o.dtype, jnp.inexact) else np.zeros(o.shape, jax.dtypes.float0)
+                    for g, o in zip(grads, outs))
+        res = vjp(cts if isinstance(out, tuple) else cts[0])
+        full = [None] * len(primals)
+        for j, i in enumerate(idx):
+            full[i] = res[j]
+        return full
+
+    return backward
+
+
+def _backward_body(op, attrs, mask, in_avals):
+    formula = op.backward if op.backward is not None else _vjp_backward(op, attrs)
+
+    def body(saved, outputs, grads):
+        ctx = BackwardContext(saved, outputs, mask, attrs, in_avals)
+        res = formula(ctx, *grads)
+        out = []
+        for i, r in enumerate(res):
+            if not mask[i] or r is None or in_avals[i] is None:
+                out.append(None)
+                continue
+            shape, dtype = in_avals[i]
+            r = jnp.asarray(r)
+            if r.shape != shape:
+                r = sum_to(jnp.broadcast_to(r, jnp.broadcast_shapes(r.shape, shape)), shape)
+            out.append(r.astype(dtype))
+        return tuple(out)
+
+    return body
+
+
+class OpNode(Node):
+    """The backward node of one dispatched op (``MulBackward0`` ...)."""
+
+    __slots__ = ("op", "key", "attrs", "saved", "saved_out", "in_avals", "device", "released")
+
+    def name(self):
+        return self.op.name
+
+    def release_variables(self):
+        self.saved = None
+        self.saved_out = None
+        self.released = True
+
+    def apply(self, grads):
+        if self.released:
+            raise RuntimeError(_SECOND_BACKWARD)
+        mask = tuple(task_should_compute_output(e) for e in self.next_edges)
+        if not any(mask):
+            return [None] * len(mask)
+        for i, g in enumerate(grads):
+            if g is None:
+                meta = self.input_metadata[i]
+                grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
+        if _state.grad_enabled:
+            return self._apply_with_graph(grads, mask)
+        saved = tuple(_checked(s, self) if type(s) is SavedVariable else s for s in self.saved) \
+            if self.saved is not None else ()
+        outs = tuple(_checked(s, self) for s in self.saved_out) if self.saved_out else ()
+        kernel = self.op.backward_kernel(self.key, self.attrs, mask, self.in_avals)
+        res = kernel(saved, outs, tuple(g._value for g in grads))
+        dev, stream = self.device, self._stream
+        return [Tensor._make(r, dev, stream) if r is not None else None for r in res]
+
+    def _apply_with_graph(self, grads, mask):
+        """create_graph: dispatch the backward as an op, so it is itself differentiable."""
+        bop = _derived_backward_op(self.op, self.key, self.attrs, mask, self.in_avals,
+                                   self.saved_layout(), len(grads))
+        saved = [s.unpack(self) if isinstance(s, SavedVariable) else s for s in self.saved if s is not None]
+        outs = [s.unpack(self) for s in self.saved_out] if self.saved_out else []
+        res = call(bop, *saved, *outs, *grads)
+        res = res if isinstance(res, tuple) else (res,)
+        it = iter(res)
+        return [next(it) if m and self.in_avals[i] is not None else None for i, m in enumerate(mask)]
+
+    def saved_layout(self):
+        return tuple(s is not None for s in self.saved)
+
+
+def _checked(s, node):
+    if s.vc[0] != s.version:
+        s.check(node)
+    return s.data
+
+
+def _derived_backward_op(op, key, attrs, mask, in_avals, layout, n_grads):
+    k = (key, mask, in_avals, layout, n_grads)
+    bop = op._derived.get(k)
+    if bop is not None:
+        return bop
+    body = _backward_body(op, attrs, mask, in_avals)
+    n_saved = sum(layout)
+    n_out = n_grads if op.save_outputs else 0
+
+    def forward(*flat):
+        it = iter(flat[:n_saved])
+        saved = tuple(next(it) if present else None for present in layout)
+        outs = tuple(flat[n_saved:n_saved + n_out])
+        grads = tuple(flat[n_saved + n_out:])
+        res = body(saved, outs, grads)
+        res = tuple(r for r in res if r is not None)
+        return res if len(res) != 1 else res[0]
+
+    n_res = sum(1 for i, m in enumerate(mask) if m and in_avals[i] is not None)
+    bop = Op(op.name + "Backward", forward, num_outputs=n_res)
+    op._derived[k] = bop
+    return bop
+
+
+# ---- the door ----------------------------------------------------------------
+def call(op, *args, **attrs):
+    """Run ``op`` on ``args`` (tensors and Python scalars) with static ``attrs``."""
+    return _call(op, args, tuple(attrs.items()) if attrs else (), attrs, None)
+
+
+def call_inplace(op, target, *args, **attrs):
+    """Run ``op`` on ``(target, *args)`` and rebind ``target`` to the result (``add_`` ...)."""
+    if target._req and target._grad_fn is None and _state.grad_enabled:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    key = tuple(attrs.items()) if attrs else ()
+    return _call(op, (target,) + args, key, attrs, target)
+
+
+def _call(op, args, key, attrs, inplace):
+    kernel = op._kernels.get(key) or op.kernel(key, attrs)
+    dev = None
+    req = False
+    arrays = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._device
+            if dev is None:
+                dev = d
+            elif d is not dev and a._data is not None and a.ndim != 0:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                                   f"devices, {dev} and {d}! (in {op.name})")
+            if a._req:
+                req = True
+            arrays.append(a._data if a._data is not None else a._value)
+        else:
+            arrays.append(a)
+    if dev is None:
+        from ._device import get_default_device
+        dev = get_default_device()
+    out = kernel(*arrays)
+    multi = type(out) is tuple
+    outs = out if multi else (out,)
+    stream = None
+    if inplace is not None:
+        outs = (_inplace_result(op, inplace, outs[0]),) + tuple(outs[1:])
+    record = req and op.differentiable and _state.grad_enabled
+    if not record:
+        if inplace is not None:
+            inplace._data = outs[0]
+            inplace._vc[0] += 1
+            return inplace
+        if not multi:
+            return Tensor._make(out, dev, stream)
+        return tuple(Tensor._make(o, dev, stream) for o in outs)
+    res = _record(op, key, attrs, args, outs, dev, stream, inplace)
+    return res if multi else res[0]
+
+
+def _inplace_result(op, target, res):
+    if res.shape != target.shape:
+        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                           f"{list(res.shape)} (in-place {op.name})")
+    if res.dtype != target._data.dtype:
+        src, dst = _dtype.from_np(res.dtype), target.dtype
+        if src._category > dst._category:
+            raise RuntimeError(f"result type {src.name} can't be cast to the desired output type {dst.name}")
+        res = res.astype(dst.np)
+    return res
+
+
+def _record(op, key, attrs, args, outs, dev, stream, inplace):
+    node = OpNode.__new__(OpNode)
+    edges = []
+    in_avals = []
+    for a in args:
+        if isinstance(a, Tensor):
+            edges.append(gradient_edge(a))
+            in_avals.append((a.shape, a._data.dtype if a._data is not None else a._aval.dtype))
+        else:
+            edges.append(None)
+            in_avals.append(None)
+    save = op.save
+    if save is None:
+        saved = None
+    else:
+        saved = []
+        for i, a in enumerate(args):
+            if save == "all" or i in save:
+                if isinstance(a, Tensor):
+                    saved.append(SavedVariable(a, own_version=a is inplace))
+                else:
+                    saved.append(a)
+            else:
+                saved.append(None)
+    results = []
+    for i, o in enumerate(outs):
+        if i == 0 and inplace is not None:
+            t = inplace
+            old_fn, old_nr = t._grad_fn, t._output_nr
+            t._data = o
+            t._vc[0] += 1
+            t._grad_fn, t._output_nr, t._req = node, 0, True
+            if t._retains_grad and old_fn is not None:
+                hook = old_fn._retains_grad_hooks.pop(old_nr, None)
+                if hook is not None:
+                    node_hooks = {0: hook}
+                    # installed after Node.__init__ below
+                    results.append((t, node_hooks))
+                    continue
+            results.append((t, None))
+        else:
+            differentiable = jnp.issubdtype(o.dtype, jnp.inexact)
+            t = Tensor._make(o, dev, stream, differentiable, node if differentiable else None, i)
+            results.append((t, None))
+    Node.__init__(node, tuple(edges), tuple(InputMetadata(t.shape, t.dtype, dev, stream) for t, _ in results))
+    for t, hooks in results:
+        if hooks:
+            node._retains_grad_hooks.update(hooks)
+    node._stream = stream
+    node.op, node.key, node.attrs, node.device, node.released = op, key, attrs, dev, False
+    node.in_avals = tuple(in_avals)
+    node.saved = saved
+    node.saved_out = [SavedVariable(t, is_output=True) for t, _ in results] if op.save_outputs else None
+    return tuple(t for t, _ in results)
+
+
+# ---- host syncs and abstract tensors (capture fills these in) -------------------
+def host_sync(tensor, what: str) -> None:
+    """Called before a host read; capture turns it into an error."""
+
+
+def materialize(tensor):
+    raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")

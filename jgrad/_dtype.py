@@ -1,0 +1,172 @@
+"""jgrad dtypes: thin named wrappers over NumPy/JAX dtypes, with PyTorch's names
+and PyTorch's type-promotion rules."""
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class dtype:
+    """A jgrad dtype (``jg.float32`` ...). ``dtype.np`` is the NumPy/JAX dtype."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_complex", "is_signed", "itemsize", "_category")
+
+    def __init__(self, name: str, np_dtype):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = jnp.issubdtype(self.np, jnp.floating)
+        self.is_complex = jnp.issubdtype(self.np, jnp.complexfloating)
+        self.is_signed = self.np.kind in "fci" or self.np == jnp.bfloat16
+        self.itemsize = self.np.itemsize
+        # bool < integer < floating < complex, as in PyTorch's promotion.
+        self._category = 0 if self.np == np.bool_ else 3 if self.is_complex else 2 if self.is_floating_point else 1
+
+    def __repr__(self):
+        return f"jgrad.{self.name}"
+
+    def __reduce__(self):
+        return (_from_name, (self.name,))
+
+    def to_real(self):
+        return {"complex64": float32, "complex128": float64}.get(self.name, self)
+
+
+def _from_name(name):
+    return globals()[name]
+
+
+float16 = dtype("float16", jnp.float16)
+bfloat16 = dtype("bfloat16", jnp.bfloat16)
+float32 = dtype("float32", np.float32)
+float64 = dtype("float64", np.float64)
+complex64 = dtype("complex64", np.complex64)
+complex128 = dtype("complex128", np.complex128)
+uint8 = dtype("uint8", np.uint8)
+int8 = dtype("int8", np.int8)
+int16 = dtype("int16", np.int16)
+int32 = dtype("int32", np.int32)
+int64 = dtype("int64", np.int64)
+bool = dtype("bool", np.bool_)  # noqa: A001 - PyTorch's name
+half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
+
+ALL = (float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, int16, int32, int64, bool)
+_BY_NP = {d.np: d for d in ALL}
+
+
+def from_np(np_dtype) -> dtype:
+    """The jgrad dtype of a NumPy/JAX dtype."""
+    try:
+        return _BY_NP[np_dtype]
+    except KeyError:
+        d = np.dtype(np_dtype)
+        if d in _BY_NP:
+            return _BY_NP[d]
+        raise TypeError(f"jgrad has no dtype for {np_dtype!r}; supported: {[x.name for x in ALL]}") from None
+
+
+def x64_enabled() -> bool:
+    return jax.config.jax_enable_x64
+
+
+def canonical(d) -> dtype:
+    """Accept a jgrad dtype, a NumPy/JAX dtype or a Python type; check it can exist."""
+    if d is None:
+        return get_default_dtype()
+    if isinstance(d, dtype):
+        out = d
+    elif d is builtins_float:
+        out = get_default_dtype()
+    elif d is builtins_int:
+        out = int64
+    elif d is builtins_bool:
+        out = bool
+    else:
+        out = from_np(np.dtype(d))
+    if out.itemsize == 8 and not x64_enabled():
+        raise TypeError(
+            f"dtype {out} needs 64-bit types, which JAX disables by default. Set the environment "
+            "variable JAX_ENABLE_X64=1 (or jax.config.update('jax_enable_x64', True)) before "
+            "creating tensors; jgrad never changes JAX's global config itself."
+        )
+    return out
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_float, builtins_int, builtins_bool = _builtins.float, _builtins.int, _builtins.bool
+
+_state = threading.local()
+_default = [float32]
+
+
+def get_default_dtype() -> dtype:
+    """The default floating dtype (``float32`` unless changed), as ``torch.get_default_dtype``."""
+    return _default[0]
+
+
+def set_default_dtype(d) -> None:
+    """Set the default floating dtype; only float32 or float64 (as in PyTorch)."""
+    d = canonical(d)
+    if d not in (float32, float64, float16, bfloat16):
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default[0] = d
+    from . import _dispatch  # promotion depends on it: compiled kernels must not be reused
+
+    _dispatch.clear_kernel_caches()
+
+
+def _index_dtype():
+    return int64 if x64_enabled() else int32
+
+
+def result_type(*operands) -> np.dtype:
+    """PyTorch's type promotion over jax values (arrays or tracers) and Python scalars.
+
+    Dimensioned tensors decide first; 0-d tensors and then Python scalars only
+    matter when they belong to a higher category (bool < int < float < complex),
+    in which case a float scalar gives the default dtype. Called at trace time.
+    """
+    dims, zerod, scalars = [], [], []
+    for x in operands:
+        if isinstance(x, (_builtins.bool, _builtins.int, _builtins.float, _builtins.complex)):
+            scalars.append(x)
+            continue
+        weak = getattr(getattr(x, "aval", None), "weak_type", False)
+        if weak:
+            scalars.append(x)
+        elif x.ndim == 0:
+            zerod.append(x.dtype)
+        else:
+            dims.append(x.dtype)
+
+    def cat(d):
+        return _BY_NP[np.dtype(d)]._category
+
+    def promote(ds):
+        return jnp.promote_types(ds[0], ds[1]) if len(ds) == 2 else (
+            ds[0] if len(ds) == 1 else promote([jnp.promote_types(ds[0], ds[1])] + ds[2:]))
+
+    res = promote(dims) if dims else None
+    if zerod:
+        z = promote(zerod)
+        if res is None or cat(z) > cat(res):
+            res = z
+    if scalars:
+        def scat(s):
+            if isinstance(s, (_builtins.bool, _builtins.int, _builtins.float, _builtins.complex)):
+                return 0 if isinstance(s, _builtins.bool) else 1 if isinstance(s, _builtins.int) else 2 if isinstance(s, _builtins.float) else 3
+            return cat(s.dtype)
+        sc = max(scat(s) for s in scalars)
+        if res is None or sc > cat(res):
+            if sc == 3:
+                res = np.dtype(np.complex128 if get_default_dtype() is float64 else np.complex64)
+            elif sc == 2:
+                res = get_default_dtype().np
+            elif sc == 1:
+                res = _index_dtype().np
+            else:
+                res = np.dtype(np.bool_)
+    return np.dtype(res)

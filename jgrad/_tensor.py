@@ -1,0 +1,376 @@
+"""Tensor: a jax.Array plus autograd metadata and a version counter.
+
+Ops are attached as methods by ``jgrad.ops`` (the op library owns them);
+this module holds only storage, metadata and the autograd-facing methods.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import _dtype
+from ._device import device as _device_cls
+from ._tls import state as _grad_state
+
+
+class Tensor:
+    """A multi-dimensional array whose storage is an immutable ``jax.Array``.
+
+    In-place ops rebind the storage and bump ``_version``; slices are copies
+    (see README, "Differences from PyTorch").
+    """
+
+    __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_grad", "_vc", "_hooks",
+                 "_retains_grad", "_device", "_stream", "_grad_acc", "_post_acc_hooks",
+                 "_aval", "_capture", "__weakref__", "__dict__")
+
+    # ---- construction --------------------------------------------------
+    def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):
+        from .ops.creation import _as_array  # the factory path owns conversion rules
+
+        arr = _as_array(data if data is not None else [], dtype, device)
+        _init(self, arr, _device_from_array(arr, device), requires_grad)
+
+    @classmethod
+    def _make(cls, data, device, stream=None, req=False, grad_fn=None, output_nr=0):
+        t = object.__new__(cls)
+        t._data = data
+        t._device = device
+        t._stream = stream
+        t._req = req
+        t._grad_fn = grad_fn
+        t._output_nr = output_nr
+        t._grad = None
+        t._vc = [0]
+        t._hooks = None
+        t._retains_grad = False
+        t._grad_acc = None
+        t._post_acc_hooks = None
+        t._aval = None
+        t._capture = None
+        return t
+
+    # ---- metadata ------------------------------------------------------
+    @property
+    def data(self) -> "Tensor":
+        """A tensor sharing storage with this one, detached from history."""
+        return self.detach()
+
+    @data.setter
+    def data(self, other: "Tensor"):
+        self._set_storage(other._data if isinstance(other, Tensor) else other)
+
+    def _set_storage(self, arr):
+        """Rebind storage without touching history or the version (``t.data = x``)."""
+        self._data = arr
+        self._aval = None
+
+    @property
+    def _value(self):
+        """The jax.Array, or an error if this tensor has no data yet (capture)."""
+        d = self._data
+        if d is None:
+            from . import _dispatch
+            return _dispatch.materialize(self)
+        return d
+
+    @property
+    def shape(self) -> tuple:
+        d = self._data
+        return (d if d is not None else self._aval).shape
+
+    def size(self, dim=None):
+        s = self.shape
+        return s if dim is None else s[dim]
+
+    @property
+    def dtype(self) -> _dtype.dtype:
+        d = self._data
+        return _dtype.from_np((d if d is not None else self._aval).dtype)
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "gpu"
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    def _bump_version(self):
+        self._vc[0] += 1
+
+    # ---- autograd metadata --------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._req
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` on a leaf, in place."""
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use a "
+                    "computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            return self
+        if requires_grad and not (self.dtype.is_floating_point or self.dtype.is_complex):
+            raise RuntimeError(
+                f"only Tensors of floating point and complex dtype can require gradients, got {self.dtype}")
+        self._req = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def output_nr(self) -> int:
+        return self._output_nr
+
+    @property
+    def grad(self):
+        if self._grad_fn is not None and not self._retains_grad and _grad_state.grad_enabled:
+            import warnings
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor.",
+                UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, new):
+        if new is not None:
+            if not isinstance(new, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(new).__name__}")
+            if new.shape != self.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: expected {list(self.shape)}, got {list(new.shape)}")
+            if new.dtype is not self.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: expected {self.dtype}, got {new.dtype}")
+            if new.device is not self.device:
+                raise RuntimeError(f"assigned grad has data located on a different device: expected {self.device}, got {new.device}")
+        self._grad = new
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def retain_grad(self) -> None:
+        """Populate ``.grad`` of this non-leaf tensor during backward."""
+        if not self._req:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None or self._retains_grad:
+            return
+        self._grad_fn._retains_grad_hooks[self._output_nr] = _RetainGradHook(self)
+        self._retains_grad = True
+
+    def register_hook(self, hook):
+        """Register ``hook(grad) -> Tensor | None`` run when this tensor's gradient is computed.
+
+        Returns a handle with ``remove()``.
+        """
+        if not self._req:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.node import RemovableHandle
+
+        if self._grad_fn is None:
+            if self._hooks is None:
+                self._hooks = {}
+            return RemovableHandle(self._hooks, hook)
+        return self._grad_fn._add_tensor_pre_hook(hook, self._output_nr)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)`` run after ``.grad`` of this leaf has been accumulated."""
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._req:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.node import RemovableHandle
+
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = {}
+        return RemovableHandle(self._post_acc_hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute the gradient of this tensor w.r.t. graph leaves (``torch.Tensor.backward``)."""
+        from .autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self) -> "Tensor":
+        """A new tensor with the same storage and version counter, without history."""
+        t = Tensor._make(self._data, self._device, self._stream)
+        t._vc = self._vc
+        t._aval = self._aval
+        t._capture = self._capture
+        return t
+
+    def detach_(self) -> "Tensor":
+        """Detach this tensor from its history in place."""
+        self._grad_fn = None
+        self._output_nr = 0
+        self._req = False
+        return self
+
+    # ---- host access ---------------------------------------------------
+    def _host_sync(self, what):
+        from . import _dispatch
+        _dispatch.host_sync(self, what)
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        self._host_sync("Tensor.item()")
+        n = self.numel()
+        if n != 1:
+            raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
+        return self._value.item()
+
+    def tolist(self):
+        self._host_sync("Tensor.tolist()")
+        return np.asarray(self._value).tolist()
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """A read-only NumPy view of a CPU tensor (zero copy where JAX allows)."""
+        self._host_sync("Tensor.numpy()")
+        if self._req and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._device.type != "cpu" and not force:
+            raise TypeError(f"can't convert {self._device} device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first.")
+        return np.asarray(self._value)
+
+    def __array__(self, dtype=None, copy=None):
+        self._host_sync("Tensor.__array__()")
+        a = np.asarray(self._value)
+        return a.astype(dtype) if dtype is not None else a
+
+    def __bool__(self):
+        self._host_sync("bool(Tensor)")
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        from ._format import tensor_repr
+        return tensor_repr(self)
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (np.asarray(self._value), str(self._device), self._req))
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from interop.dlpack import export_tensor
+        return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        from interop.dlpack import tensor_dlpack_device
+        return tensor_dlpack_device(self)
+
+
+def _rebuild(arr, dev, req):
+    from .ops.creation import tensor
+    return tensor(arr, device=dev, requires_grad=req)
+
+
+def _device_from_array(arr, requested):
+    from ._device import from_jax
+    if requested is not None:
+        return _device_cls(requested)
+    return from_jax(next(iter(arr.devices())))
+
+
+def _init(t, arr, dev, requires_grad):
+    t._data = arr
+    t._device = dev
+    t._stream = None
+    t._req = False
+    t._grad_fn = None
+    t._output_nr = 0
+    t._grad = None
+    t._vc = [0]
+    t._hooks = None
+    t._retains_grad = False
+    t._grad_acc = None
+    t._post_acc_hooks = None
+    t._aval = None
+    t._capture = None
+    if requires_grad:
+        t.requires_grad_(True)
+
+
+class _RetainGradHook:
+    """retains_grad hook: stores the incoming gradient on the (weakly held) tensor."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, tensor):
+        self.ref = weakref.ref(tensor)
+
+    def __call__(self, grad):
+        t = self.ref()
+        if t is None or grad is None:
+            return grad
+        if t._grad is None:
+            g = grad.detach() if not _grad_state.grad_enabled else grad
+            t._grad = Tensor._make(g._data, g._device, g._stream) if g is grad else g
+        else:
+            t._grad = t._grad + grad
+        return grad

@@ -1,0 +1,15 @@
+"""Per-thread autograd switches, read on every op (plain attributes of a threading.local)."""
+from __future__ import annotations
+
+import threading
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+        self.anomaly_enabled = False
+        self.anomaly_check_nan = True
+        self.multithreading_enabled = True
+
+
+state = _State()

@@ -1,0 +1,714 @@
+"""The backward engine, after torch/csrc/autograd/engine.cpp.
+
+* A GraphTask holds one backward call: dependency counts, not-ready input
+  buffers, ``exec_info`` (which nodes run for ``grad(inputs=)`` and
+  ``backward(inputs=)``), captured gradients, final callbacks, leaf streams.
+* Ready queues are ordered by reentrant depth, then highest ``sequence_nr``.
+* CPU work runs on the calling thread; every other device (GPUs, and the
+  virtual CPU devices ``cpu:1``... that ``--xla_force_host_platform_device_count``
+  makes) gets one worker thread, unless multithreading is disabled.
+* Reentrant backward (backward inside a hook or custom Function) recurses on
+  the same thread up to ``MAX_DEPTH``, then continues on a pool thread
+  (Note [Reentrant backwards]).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import warnings
+
+from .._tensor import Tensor
+from . import streams_bridge
+from .grad_mode import state as _state
+from .node import GraphRoot
+
+NO_DEVICE = "no-device"
+CPU_DEVICE = "cpu-device"
+MAX_DEPTH = 24  # Python frames per level are many; PyTorch uses 60 C++ levels
+
+
+class _EngineTLS(threading.local):
+    def __init__(self):
+        self.worker_device = NO_DEVICE
+        self.current_depth = 0
+        self.total_depth = 0
+        self.local_ready_queue = None
+        self.graph_task = None
+        self.warning_buffer = None
+
+
+_tls = _EngineTLS()
+_task_ids = itertools.count()
+_trimming = [True]
+
+
+def set_grad_trimming(enabled: bool) -> None:
+    """Turn gradient trimming (per-node ``needs_input_grad`` from exec_info) on or off.
+
+    On by default, as in PyTorch; off only to measure what it saves.
+    """
+    _trimming[0] = bool(enabled)
+
+
+class _ExecInfo:
+    __slots__ = ("needed", "captures")
+
+    def __init__(self):
+        self.needed = False
+        self.captures = None
+
+    def should_execute(self):
+        return self.needed or bool(self.captures)
+
+
+class _Future:
+    __slots__ = ("_event", "value", "error")
+
+    def __init__(self):
+        self._event = threading.Event()
+        self.value = None
+        self.error = None
+
+    def completed(self):
+        return self._event.is_set()
+
+    def set_result(self, value):
+        self.value = value
+        self._event.set()
+
+    def set_error(self, e):
+        self.error = e
+        self._event.set()
+
+    def wait(self):
+        self._event.wait()
+
+
+class GraphTask:
+    """The state of one ``backward()`` / ``grad()`` call."""
+
+    def __init__(self, keep_graph, create_graph, depth, cpu_ready_queue, graph_roots):
+        self.id = next(_task_ids)
+        self.keep_graph = keep_graph
+        self.grad_mode = create_graph
+        self.reentrant_depth = depth
+        self.cpu_ready_queue = cpu_ready_queue
+        self.graph_roots = graph_roots
+        self.exit_on_error = False
+        self.has_error = False
+        self.future_completed = False
+        self.outstanding_tasks = 0
+        self.dependencies: dict = {}
+        self.not_ready: dict = {}
+        self.nodes_in_graph: set = set()
+        self.exec_info: dict = {}
+        self.captured_vars: list = []
+        self.leaf_streams: set = set()
+        self.caller_current_streams = None
+        self.final_callbacks: list = []
+        self.mutex = threading.RLock()
+        self.callbacks_lock = threading.Lock()
+        self.future = _Future()
+        self.owner = None
+        self.warnings: list = []
+        self.anomaly = (_state.anomaly_enabled, _state.anomaly_check_nan)
+        self.multithreading = _state.multithreading_enabled
+
+    def completed(self):
+        return self.outstanding_tasks <= 0 or (self.exit_on_error and self.has_error)
+
+    def init_to_execute(self, graph_root, outputs, accumulate_grad, min_topo_nr):
+        """Mark which nodes must run so gradients reach ``outputs`` (engine.cpp's DFS)."""
+        exec_info = self.exec_info
+        exec_info.setdefault(graph_root, _ExecInfo()).needed = True
+        output_idx = 0
+        for fn, input_nr in outputs:
+            info = exec_info.setdefault(fn, _ExecInfo())
+            if accumulate_grad:
+                info.needed = True
+            else:
+                if info.captures is None:
+                    info.captures = []
+                info.captures.append((input_nr, output_idx))
+                output_idx += 1
+        self.captured_vars = [None] * output_idx
+
+        def should_execute(fn):
+            info = exec_info.get(fn)
+            return info is not None and info.should_execute()
+
+        seen = set()
+        stack = [(graph_root, iter(graph_root.next_edges))]
+        while stack:
+            fn, children = stack[-1]
+            child = None
+            for edge in children:
+                if edge is None:
+                    continue
+                c = edge[0]
+                if c in seen:
+                    if should_execute(c):
+                        exec_info.setdefault(fn, _ExecInfo()).needed = True
+                    continue
+                seen.add(c)
+                child = c
+                break
+            if child is not None:
+                if child.topological_nr < min_topo_nr:
+                    continue
+                stack.append((child, iter(child.next_edges)))
+            else:
+                stack.pop()
+                if should_execute(fn) and stack:
+                    exec_info.setdefault(stack[-1][0], _ExecInfo()).needed = True
+
+    def set_exception(self, exc, fn):
+        with self.mutex:
+            first = not self.has_error
+            self.has_error = True
+            if first and fn is not None and self.anomaly[0]:
+                from .anomaly import report_forward_trace
+                report_forward_trace(fn, exc)
+            if not self.future_completed:
+                self.future_completed = True
+                self.future.set_error(exc)
+
+    def exec_post_processing(self):
+        if self.not_ready:
+            raise RuntimeError("could not compute gradients for some functions")
+        previous = _tls.graph_task
+        _tls.graph_task = self  # more callbacks can be queued by callbacks
+        try:
+            streams_bridge.sync_leaf_streams(self)
+            with streams_bridge.caller_streams(self):
+                i = 0
+                while True:
+                    with self.callbacks_lock:
+                        if i >= len(self.final_callbacks):
+                            break
+                        cb = self.final_callbacks[i]
+                    cb()
+                    i += 1
+        finally:
+            _tls.graph_task = previous
+
+    def mark_as_completed_and_run_post_processing(self):
+        with self.mutex:
+            if self.future_completed:
+                done = True
+            else:
+                self.future_completed = True
+                done = False
+        if done:
+            self.future.wait()
+            return
+        try:
+            self.exec_post_processing()
+            with self.mutex:
+                captured, self.captured_vars = self.captured_vars, []
+            self.future.set_result(captured)
+        except BaseException as e:  # noqa: BLE001 - any error must reach the caller
+            self.future.set_error(e)
+
+
+class NodeTask:
+    __slots__ = ("graph_task", "fn", "inputs", "is_shutdown")
+
+    def __init__(self, graph_task, fn, inputs, is_shutdown=False):
+        self.graph_task, self.fn, self.inputs, self.is_shutdown = graph_task, fn, inputs, is_shutdown
+
+
+class ReadyQueue:
+    """Shutdown tasks first, then wake-up tasks, then deepest reentrant level, then latest node."""
+
+    _tiebreak = itertools.count()
+
+    def __init__(self):
+        self.heap = []
+        self.cv = threading.Condition(threading.Lock())
+
+    def push(self, task: NodeTask, increment_outstanding=True):
+        if task.is_shutdown:
+            key = (0, 0, 0)
+        elif task.fn is None:
+            key = (1, 0, 0)
+        else:
+            key = (2, -task.graph_task.reentrant_depth, -task.fn.sequence_nr)
+        with self.cv:
+            if increment_outstanding and task.graph_task is not None:
+                with task.graph_task.mutex:
+                    task.graph_task.outstanding_tasks += 1
+            heapq.heappush(self.heap, (key, next(self._tiebreak), task))
+            self.cv.notify()
+
+    def pop(self) -> NodeTask:
+        with self.cv:
+            while not self.heap:
+                self.cv.wait()
+            return heapq.heappop(self.heap)[2]
+
+    def __len__(self):
+        return len(self.heap)
+
+
+class InputBuffer:
+    """Gradients arriving for one node, summed per input slot (input_buffer.cpp)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, size):
+        self.buffer = [None] * size
+
+    def add(self, pos, var, producer_stream, consumer_stream):
+        if var is None:
+            return
+        var = streams_bridge.sync_for_accumulation(var, producer_stream, consumer_stream)
+        old = self.buffer[pos]
+        self.buffer[pos] = var if old is None else old + var
+
+    def device(self):
+        for v in self.buffer:
+            if v is not None and (v._device.type != "cpu" or v._device.index != 0):
+                return v._device
+        return None
+
+
+# ---- the gradient checks of engine.cpp --------------------------------------
+def validate_outputs(edges, grads, format_error):
+    """Check count, shape (reducing broadcasts), dtype (casting) and device of gradients."""
+    if len(grads) != len(edges):
+        raise RuntimeError(format_error(f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"))
+    for i, edge in enumerate(edges):
+        if edge is None:
+            continue
+        grad = grads[i]
+        if grad is None:
+            continue
+        meta = edge[0].input_metadata[edge[1]]
+        if grad.shape != meta.shape:
+            if _expandable(meta.shape, grad.shape):
+                grad = grad.sum_to_size(meta.shape)
+            else:
+                raise RuntimeError(format_error(
+                    f"invalid gradient at index {i} - got {list(grad.shape)} but expected shape compatible "
+                    f"with {list(meta.shape)}"))
+        if grad.dtype is not meta.dtype:
+            if not (grad.dtype.is_floating_point or grad.dtype.is_complex):
+                raise RuntimeError(format_error(
+                    f"invalid gradient at index {i} - expected dtype {meta.dtype} but got {grad.dtype}"))
+            grad = grad.to(meta.dtype)
+        if grad._device is not meta.device:
+            if grad.ndim == 0:
+                grad = grad.to(meta.device)
+            else:
+                raise RuntimeError(format_error(
+                    f"invalid gradient at index {i} - expected device {meta.device} but got {grad._device}"))
+        grads[i] = grad
+
+
+def _expandable(shape, to_shape):
+    if len(shape) > len(to_shape):
+        return False
+    for a, b in zip(reversed(shape), reversed(to_shape)):
+        if a != b and a != 1:
+            return False
+    return True
+
+
+# ---- hooks, in NOTE [Hooks ordering] order ------------------------------------
+def _apply_hook_result(hook, old, new, what):
+    if new is None:
+        return old
+    if not isinstance(new, Tensor):
+        raise TypeError(f"expected a Tensor or None from {what} hook {getattr(hook, '__name__', hook)!r}, "
+                        f"but got {type(new).__name__}")
+    if old is not None and new.shape != old.shape:
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of value: "
+                           f"expected {list(old.shape)} but got {list(new.shape)}")
+    return new
+
+
+def call_tensor_pre_hooks(fn, inputs):
+    for idx, hook in fn._tensor_hooks():
+        inputs[idx] = _apply_hook_result(hook, inputs[idx], hook(inputs[idx]), "tensor")
+    if fn._retains_grad_hooks:
+        for idx, hook in list(fn._retains_grad_hooks.items()):
+            inputs[idx] = hook(inputs[idx])
+    return inputs
+
+
+def _call_pre_hooks(fn, inputs):
+    for hook in list(fn._pre_hooks.values()):
+        res = hook(tuple(inputs))
+        if res is not None:
+            res = list(res) if isinstance(res, (tuple, list)) else [res]
+            if len(res) != len(inputs):
+                raise RuntimeError(f"pre-hook of {fn.name()} returned {len(res)} gradients, expected {len(inputs)}")
+            inputs = [_apply_hook_result(hook, o, n, "pre") for o, n in zip(inputs, res)]
+    return inputs
+
+
+def _call_post_hooks(fn, outputs, inputs):
+    for hook in list(fn._post_hooks.values()):
+        res = hook(tuple(outputs), tuple(inputs))
+        if res is not None:
+            res = list(res) if isinstance(res, (tuple, list)) else [res]
+            if len(res) != len(outputs):
+                raise RuntimeError(f"post-hook of {fn.name()} returned {len(res)} gradients, expected {len(outputs)}")
+            outputs = [_apply_hook_result(hook, o, n, "post") for o, n in zip(outputs, res)]
+    return outputs
+
+
+def call_function(task, fn, inputs):
+    inputs = call_tensor_pre_hooks(fn, inputs)
+    if fn._pre_hooks:
+        inputs = _call_pre_hooks(fn, inputs)
+    outputs = fn.apply(list(inputs) if fn._post_hooks else inputs)
+    validate_outputs(fn.next_edges, outputs, lambda msg: f"Function {fn.name()} returned an {msg}")
+    if fn._post_hooks:
+        return _call_post_hooks(fn, outputs, inputs)
+    return outputs
+
+
+def task_should_compute_output(edge) -> bool:
+    """Whether the running graph task needs the gradient along ``edge`` (exec_info trimming)."""
+    if edge is None:
+        return False
+    task = _tls.graph_task
+    if task is None or not task.exec_info or not _trimming[0]:
+        return True
+    info = task.exec_info.get(edge[0])
+    return info is not None and info.should_execute()
+
+
+def current_graph_task_id() -> int:
+    task = _tls.graph_task
+    return task.id if task is not None else -1
+
+
+def current_execution_order():
+    """The nodes the running backward will execute, in order (engine.cpp)."""
+    task = _tls.graph_task
+    if task is None:
+        return []
+    if task.multithreading:
+        raise RuntimeError(
+            "current_execution_order expects the current backward to be executed with multithreading "
+            "disabled, e.g. by running:\n\n>>> with jgrad.autograd.set_multithreading_enabled(False):\n"
+            "...     jgrad.autograd.grad(...)\n")
+    check = bool(task.exec_info)
+    out, seen = [], set()
+    heap = [(-fn.sequence_nr, next(ReadyQueue._tiebreak), fn) for fn in task.graph_roots]
+    heapq.heapify(heap)
+    while heap:
+        fn = heapq.heappop(heap)[2]
+        if fn in seen:
+            continue
+        seen.add(fn)
+        out.append(fn)
+        for edge in fn.next_edges:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            if check:
+                info = task.exec_info.get(nxt)
+                if info is None or not info.should_execute():
+                    continue
+            heapq.heappush(heap, (-nxt.sequence_nr, next(ReadyQueue._tiebreak), nxt))
+    return out
+
+
+# ---- warnings raised in worker threads reach the caller ----------------------
+_original_showwarning = warnings.showwarning
+
+
+def _relay_showwarning(message, category, filename, lineno, file=None, line=None):
+    buf = _tls.warning_buffer
+    if buf is None:
+        return _original_showwarning(message, category, filename, lineno, file, line)
+    buf.append((message, category, filename, lineno))
+
+
+class Engine:
+    """The default engine (one per process)."""
+
+    def __init__(self):
+        self.max_recursion_depth = MAX_DEPTH
+        self.device_queues: dict = {}
+        self._started = False
+        self._start_lock = threading.Lock()
+        self._pool_lock = threading.Condition(threading.Lock())
+        self._pool_queue: list = []
+        self._pool_workers = 0
+
+    # -- threads ------------------------------------------------------------
+    def _start_device_threads(self):
+        with self._start_lock:
+            if self._started:
+                return
+            from .._device import _devices, from_jax
+            devs = [from_jax(d) for d in _devices("cpu")[1:]]
+            for kind in ("gpu", "tpu"):
+                devs += [from_jax(d) for d in _devices(kind)]
+            ready = []
+            for dev in devs:
+                q = ReadyQueue()
+                self.device_queues[dev] = q
+                started = threading.Event()
+                t = threading.Thread(target=self._device_thread, args=(dev, q, started),
+                                     name=f"jgrad-autograd-{dev}", daemon=True)
+                t.start()
+                ready.append(started)
+            for e in ready:
+                e.wait()
+            if devs:
+                warnings.showwarning = _relay_showwarning
+            self._started = True
+
+    def _device_thread(self, dev, queue, started):
+        _tls.worker_device = dev
+        _tls.local_ready_queue = queue
+        _tls.warning_buffer = []
+        started.set()
+        self.thread_main(None)
+
+    def _reentrant_thread(self):
+        while True:
+            with self._pool_lock:
+                self._pool_workers += 1  # counts idle workers, as engine.cpp's num_workers_
+                while not self._pool_queue:
+                    self._pool_lock.wait()
+                self._pool_workers -= 1
+                task = self._pool_queue.pop(0)
+            _tls.worker_device = task.owner
+            _tls.local_ready_queue = task.cpu_ready_queue
+            _tls.total_depth = task.reentrant_depth
+            _tls.current_depth = 0
+            self.thread_main(task)
+
+    def _add_thread_pool_task(self, task):
+        with self._pool_lock:
+            create = self._pool_workers <= len(self._pool_queue)
+            self._pool_queue.append(task)
+            self._pool_lock.notify()
+        if create:
+            threading.Thread(target=self._reentrant_thread, name="jgrad-autograd-reentrant", daemon=True).start()
+
+    def ready_queue(self, cpu_queue, device):
+        if device is None or not _state.multithreading_enabled:
+            return cpu_queue
+        return self.device_queues.get(device, cpu_queue)
+
+    def _ready_queue_by_owner(self, cpu_queue, owner):
+        return cpu_queue if owner is CPU_DEVICE else self.device_queues.get(owner, cpu_queue)
+
+    # -- the loop -------------------------------------------------------------
+    def thread_main(self, graph_task):
+        while graph_task is None or not graph_task.future.completed():
+            task = _tls.local_ready_queue.pop()
+            if task.is_shutdown:
+                break
+            local = task.graph_task
+            if local is None:
+                continue
+            if task.fn is not None and not local.has_error:
+                self._run_task(local, task)
+            with local.mutex:
+                local.outstanding_tasks -= 1
+            if local.completed():
+                local.mark_as_completed_and_run_post_processing()
+                if _tls.worker_device is not local.owner:
+                    self._ready_queue_by_owner(local.cpu_ready_queue, local.owner).push(NodeTask(local, None, None))
+
+    def _run_task(self, local, task):
+        prev = (_tls.graph_task, _state.grad_enabled, _state.anomaly_enabled, _state.anomaly_check_nan,
+                _state.multithreading_enabled)
+        _tls.graph_task = local
+        _state.grad_enabled = local.grad_mode
+        _state.anomaly_enabled, _state.anomaly_check_nan = local.anomaly
+        _state.multithreading_enabled = local.multithreading
+        buf = _tls.warning_buffer
+        try:
+            self.evaluate_function(local, task.fn, task.inputs, local.cpu_ready_queue)
+        except BaseException as e:  # noqa: BLE001 - delivered to the caller with its traceback
+            local.set_exception(e, task.fn)
+        finally:
+            (_tls.graph_task, _state.grad_enabled, _state.anomaly_enabled, _state.anomaly_check_nan,
+             _state.multithreading_enabled) = prev
+            if buf:
+                with local.mutex:
+                    local.warnings.extend(buf)
+                buf.clear()
+
+    def evaluate_function(self, task, fn, input_buffer, cpu_queue):
+        with streams_bridge.node_stream(fn):
+            exec_info = task.exec_info
+            inputs = input_buffer.buffer
+            if exec_info:
+                info = exec_info.get(fn)
+                if info is None:
+                    return
+                if not info.needed:
+                    # Tensor pre-hooks run even for captured inputs= (NOTE [Hooks ordering]).
+                    inputs = call_tensor_pre_hooks(fn, list(inputs))
+                if info.captures:
+                    with task.mutex:
+                        for input_nr, output_idx in info.captures:
+                            task.captured_vars[output_idx] = inputs[input_nr]
+                        if fn._stream is not None:
+                            task.leaf_streams.add(fn._stream)
+                if not info.needed:
+                    return
+            outputs = call_function(task, fn, inputs)
+            if not task.keep_graph:
+                fn.release_variables()
+            if not outputs:
+                if fn._stream is not None:
+                    with task.mutex:
+                        task.leaf_streams.add(fn._stream)
+                return
+            if _state.anomaly_enabled and _state.anomaly_check_nan:
+                from .anomaly import check_nan
+                check_nan(fn, outputs)
+            self._dispatch_outputs(task, fn, outputs, cpu_queue)
+
+    def _dispatch_outputs(self, task, fn, outputs, cpu_queue):
+        exec_info = task.exec_info
+        producer_stream = fn._stream
+        with task.mutex:
+            for i, edge in enumerate(fn.next_edges):
+                if edge is None:
+                    continue
+                nxt, input_nr = edge
+                deps = task.dependencies
+                count = deps.get(nxt)
+                if count is None:
+                    raise RuntimeError(f"dependency not found for {nxt.name()}")
+                ready = count == 1
+                if ready:
+                    del deps[nxt]
+                else:
+                    deps[nxt] = count - 1
+                buf = task.not_ready.get(nxt)
+                if buf is None:
+                    if exec_info:
+                        info = exec_info.get(nxt)
+                        if info is None or not info.should_execute():
+                            continue
+                    buf = InputBuffer(len(nxt.input_metadata))
+                    buf.add(input_nr, outputs[i], producer_stream, nxt._stream)
+                    if ready:
+                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf))
+                    else:
+                        task.not_ready[nxt] = buf
+                else:
+                    buf.add(input_nr, outputs[i], producer_stream, nxt._stream)
+                    if ready:
+                        del task.not_ready[nxt]
+                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf))
+
+    # -- entry point ------------------------------------------------------------
+    def execute(self, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):
+        """Run backward from ``root_edges`` seeded with ``grads``; return captured grads."""
+        validate_outputs(root_edges, grads, lambda msg: msg)
+        if accumulate_grad and create_graph:
+            _warn_create_graph_cycle()
+        if not accumulate_grad and not outputs:
+            raise ValueError("grad requires non-empty inputs.")
+        if not self._started:
+            self._start_device_threads()
+        if _tls.local_ready_queue is None:
+            _tls.local_ready_queue = ReadyQueue()
+        reentrant = _tls.worker_device is not NO_DEVICE
+        roots = [e[0] for e in root_edges]
+        task = GraphTask(keep_graph, create_graph, _tls.total_depth + 1 if reentrant else 0,
+                         _tls.local_ready_queue, roots)
+        single = len(root_edges) == 1
+        graph_root = root_edges[0][0] if single else GraphRoot(root_edges, grads)
+        min_topo = min((e[0].topological_nr for e in outputs), default=0) if outputs else 0
+        self._compute_dependencies(graph_root, task, min_topo)
+        if outputs:
+            task.init_to_execute(graph_root, outputs, accumulate_grad, min_topo)
+        if single:
+            buf = InputBuffer(len(graph_root.input_metadata))
+            g = grads[0]
+            buf.add(root_edges[0][1], g, g._stream if g is not None else None, graph_root._stream)
+        else:
+            buf = InputBuffer(0)
+        self._execute_with_graph_task(task, graph_root, buf)
+        task.future.wait()
+        if task.warnings:
+            for message, category, filename, lineno in task.warnings:
+                warnings.warn_explicit(message, category, filename, lineno)
+        if task.future.error is not None:
+            raise task.future.error
+        return task.future.value
+
+    def _compute_dependencies(self, root, task, min_topo):
+        deps, seen = task.dependencies, task.nodes_in_graph
+        queue = [root]
+        uses_streams = False
+        while queue:
+            fn = queue.pop()
+            if fn.topological_nr < min_topo:
+                continue
+            if fn._stream is not None:
+                uses_streams = True
+            for edge in fn.next_edges:
+                if edge is not None:
+                    nxt = edge[0]
+                    deps[nxt] = deps.get(nxt, 0) + 1
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        queue.append(nxt)
+        if uses_streams:
+            streams_bridge.stash_current_streams(task)
+
+    def _execute_with_graph_task(self, task, root, buf):
+        queue = self.ready_queue(task.cpu_ready_queue, buf.device())
+        if _tls.worker_device is NO_DEVICE:
+            _tls.worker_device = CPU_DEVICE
+            task.owner = CPU_DEVICE
+            queue.push(NodeTask(task, root, buf))
+            try:
+                self.thread_main(task)
+            finally:
+                _tls.worker_device = NO_DEVICE
+        else:
+            task.owner = _tls.worker_device
+            queue.push(NodeTask(task, root, buf))
+            if _tls.current_depth >= self.max_recursion_depth:
+                self._add_thread_pool_task(task)
+            else:
+                _tls.total_depth += 1
+                _tls.current_depth += 1
+                try:
+                    self.thread_main(task)
+                finally:
+                    _tls.current_depth -= 1
+                    _tls.total_depth -= 1
+
+    def queue_callback(self, callback):
+        task = _tls.graph_task
+        if task is None:
+            raise RuntimeError("Final callbacks can only be installed during backward pass.")
+        with task.callbacks_lock:
+            task.final_callbacks.append(callback)
+
+
+_warned_cycle = [False]
+
+
+def _warn_create_graph_cycle():
+    if not _warned_cycle[0]:
+        _warned_cycle[0] = True
+        warnings.warn(
+            "Using backward() with create_graph=True will create a reference cycle between the parameter "
+            "and its gradient which can cause a memory leak. We recommend using autograd.grad when creating "
+            "the graph to avoid this. If you have to use this function, make sure to reset the .grad fields "
+            "of your parameters to None after use to break the cycle and avoid the leak.", UserWarning,
+            stacklevel=4)
+
+
+engine = Engine()

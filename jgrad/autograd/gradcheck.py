@@ -1,0 +1,129 @@
+"""Finite-difference checks of jgrad's gradients (``torch.autograd.gradcheck``)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._tensor import Tensor
+from .grad_mode import no_grad
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck when analytical and numerical Jacobians disagree."""
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _eval(func, inputs):
+    with no_grad():
+        return tuple(np.asarray(o._value, dtype=np.complex128 if o.dtype.is_complex else np.float64)
+                     for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor))
+
+
+def _replace(inputs, i, arr):
+    out = list(inputs)
+    t = inputs[i]
+    out[i] = Tensor._make(np.asarray(arr, t.dtype.np), t.device)
+    from jax import device_put
+    out[i]._data = device_put(out[i]._data, t.device.jax_device)
+    return tuple(out)
+
+
+def _numerical_jacobians(func, inputs, diff_idx, eps):
+    jacs = {}
+    for i in diff_idx:
+        base = np.array(inputs[i]._value)
+        flat = base.reshape(-1).copy()
+        cols = []
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            plus = _eval(func, _replace(inputs, i, flat.reshape(base.shape)))
+            flat[j] = orig - eps
+            minus = _eval(func, _replace(inputs, i, flat.reshape(base.shape)))
+            flat[j] = orig
+            cols.append([(p - m).reshape(-1) / (2 * eps) for p, m in zip(plus, minus)])
+        for o in range(len(cols[0]) if cols else 0):
+            jacs[(o, i)] = np.stack([c[o] for c in cols], axis=1) if cols else np.zeros((0, 0))
+    return jacs
+
+
+def _analytical_jacobians(func, inputs, diff_idx):
+    from . import grad
+    outputs = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
+    jacs = {}
+    for oi, out in enumerate(outputs):
+        n_out = out.numel()
+        rows = {i: [] for i in diff_idx}
+        for k in range(n_out):
+            onehot = np.zeros(n_out, out.dtype.np)
+            onehot[k] = 1
+            g = Tensor._make(np.asarray(onehot.reshape(out.shape)), out.device)
+            from jax import device_put
+            g._data = device_put(g._data, out.device.jax_device)
+            if not out._req:
+                grads = [None] * len(diff_idx)
+            else:
+                grads = grad(out, [inputs[i] for i in diff_idx], g, retain_graph=True, allow_unused=True)
+            for i, gi in zip(diff_idx, grads):
+                rows[i].append(np.zeros(inputs[i].numel()) if gi is None else np.asarray(gi._value).reshape(-1))
+        for i in diff_idx:
+            jacs[(oi, i)] = np.stack(rows[i], axis=0) if rows[i] else np.zeros((0, inputs[i].numel()))
+    return jacs
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, **_ignored) -> bool:
+    """Compare the Jacobians from backward with central finite differences.
+
+    Use float64 inputs (set ``JAX_ENABLE_X64=1``); returns True or raises
+    ``GradcheckError`` naming the output, the input and both Jacobians.
+    """
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t._req]
+    if not diff_idx:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them "
+                         "have requires_grad=True.")
+    for i in diff_idx:
+        if inputs[i].dtype.name not in ("float64", "complex128"):
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point or complex. "
+                          "This check will likely fail if all the inputs are not of double precision floating "
+                          "point or complex. ", UserWarning, stacklevel=2)
+    numerical = _numerical_jacobians(func, inputs, diff_idx, eps)
+    analytical = _analytical_jacobians(func, inputs, diff_idx)
+    for (o, i), a in analytical.items():
+        n = numerical.get((o, i))
+        if n is None:
+            continue
+        if a.shape != n.shape or not np.allclose(a, n, rtol=rtol, atol=atol):
+            if not raise_exception:
+                return False
+            raise GradcheckError(f"Jacobian mismatch for output {o} with respect to input {i},\n"
+                                 f"numerical:{n}\nanalytical:{a}\n")
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+                  **_ignored) -> bool:
+    """gradcheck of the first derivative (through ``create_graph=True``)."""
+    from . import grad
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t._req]
+    outs = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = [Tensor._make(np.asarray(rng.standard_normal(o.shape), o.dtype.np), o.device) for o in outs]
+        from jax import device_put
+        for g, o in zip(grad_outputs, outs):
+            g._data = device_put(g._data, o.device.jax_device)
+    grad_outputs = _as_tuple(grad_outputs)
+
+    def first(*args):
+        res = _as_tuple(func(*args))
+        res = [o for o in res if isinstance(o, Tensor)]
+        d = [args[i] for i in diff_idx]
+        return grad(res, d, grad_outputs, create_graph=True, allow_unused=True, materialize_grads=True)
+
+    return gradcheck(first, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)

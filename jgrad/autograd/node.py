@@ -1,0 +1,268 @@
+"""Graph nodes: Node, Edge, AccumulateGrad, GraphRoot, SavedVariable, hook handles.
+
+The shapes follow torch/csrc/autograd/function.h: a Node has ``next_edges``
+(one per forward input), ``input_metadata`` (one per forward output), a
+``sequence_nr`` (creation order, the ready queue's priority) and a
+``topological_nr`` (longest path to a leaf, for pruning in ``grad(inputs=)``).
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+import weakref
+
+from .._tensor import Tensor
+from .grad_mode import state as _state
+
+_UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
+_sequence_nr = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by every ``register_*hook``; ``remove()`` unregisters the hook."""
+
+    _ids = itertools.count()
+    __slots__ = ("_store", "id", "__weakref__")
+
+    def __init__(self, store: dict, hook):
+        self.id = next(RemovableHandle._ids)
+        self._store = weakref.ref(store) if hasattr(store, "__weakref__") else (lambda s=store: s)
+        store[self.id] = hook
+
+    def remove(self) -> None:
+        store = self._store()
+        if store is not None:
+            store.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict that a RemovableHandle may reference weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
+class InputMetadata:
+    """What the engine checks a gradient against (shape, dtype, device, stream)."""
+
+    __slots__ = ("shape", "dtype", "device", "stream")
+
+    def __init__(self, shape, dtype, device, stream=None):
+        self.shape, self.dtype, self.device, self.stream = shape, dtype, device, stream
+
+    @classmethod
+    def of(cls, t: Tensor):
+        return cls(t.shape, t.dtype, t._device, t._stream)
+
+
+class Node:
+    """A node of the backward graph (``torch.autograd.graph.Node``)."""
+
+    __slots__ = ("next_edges", "sequence_nr", "topological_nr", "input_metadata", "_tensor_pre_hooks",
+                 "_retains_grad_hooks", "_pre_hooks", "_post_hooks", "_metadata", "_anomaly_trace",
+                 "_stream", "__weakref__")
+
+    def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
+        self.next_edges = next_edges
+        self.input_metadata = input_metadata
+        self.sequence_nr = next(_sequence_nr) if sequence_nr is None else sequence_nr
+        topo = 0
+        for e in next_edges:
+            if e is not None and e[0].topological_nr >= topo:
+                topo = e[0].topological_nr + 1
+        self.topological_nr = topo
+        self._tensor_pre_hooks = None
+        self._retains_grad_hooks = {}
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._metadata = None
+        self._stream = None
+        self._anomaly_trace = None
+        if _state.anomaly_enabled:
+            from .anomaly import record_forward_trace
+            record_forward_trace(self)
+
+    # ---- what subclasses provide ---------------------------------------
+    def name(self) -> str:
+        return type(self).__name__
+
+    def apply(self, grads: list) -> list:
+        """Map gradients w.r.t. forward outputs to gradients w.r.t. forward inputs."""
+        raise NotImplementedError(f"{self.name()} does not implement apply()")
+
+    def release_variables(self) -> None:
+        """Free saved tensors (called after a backward without retain_graph)."""
+
+    # ---- introspection (torch.autograd.graph.Node) ---------------------
+    @property
+    def next_functions(self):
+        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.next_edges)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.input_metadata)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def stream(self):
+        """The stream this node's forward ran on (its backward runs there too)."""
+        return self._stream
+
+    def __call__(self, *grads):
+        return self.apply(list(grads))
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    # ---- hooks -----------------------------------------------------------
+    def register_hook(self, fn):
+        """Post-hook ``fn(grad_inputs, grad_outputs) -> grad_inputs | None``, run after the node."""
+        if self._post_hooks is None:
+            self._post_hooks = _HookDict()
+        return RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Pre-hook ``fn(grad_outputs) -> grad_outputs | None``, run before the node."""
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        return RemovableHandle(self._pre_hooks, fn)
+
+    def _add_tensor_pre_hook(self, fn, output_nr):
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = _HookDict()
+        return RemovableHandle(self._tensor_pre_hooks, (output_nr, fn))
+
+    def _tensor_hooks(self):
+        """(output_nr, hook) pairs registered through ``Tensor.register_hook``."""
+        return list(self._tensor_pre_hooks.values()) if self._tensor_pre_hooks else ()
+
+
+class GraphRoot(Node):
+    """The root of a backward call with several outputs: emits the given gradients."""
+
+    __slots__ = ("outputs",)
+
+    def __init__(self, edges, grads):
+        super().__init__(tuple(edges), (), sequence_nr=_UINT64_MAX)
+        self.outputs = list(grads)
+
+    def apply(self, grads):
+        return list(self.outputs)
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor: accumulates into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Tensor):
+        super().__init__((), (InputMetadata.of(variable),), sequence_nr=_UINT64_MAX)
+        self.variable = variable
+        self._stream = variable._stream
+
+    def _tensor_hooks(self):
+        hooks = self.variable._hooks
+        return [(0, h) for h in hooks.values()] if hooks else ()
+
+    def apply(self, grads):
+        new_grad = grads[0]
+        var = self.variable
+        if new_grad is None:
+            return []
+        if var._grad is None:
+            if _state.grad_enabled:
+                var._grad = new_grad  # create_graph: keep the history of the gradient
+            else:
+                # A fresh Tensor object: the caller may hold new_grad (e.g. x.backward(g)).
+                var._grad = Tensor._make(new_grad._data, new_grad._device, new_grad._stream)
+        elif _state.grad_enabled or var._grad._req:
+            var._grad = var._grad + new_grad
+        else:
+            var._grad._inplace_accumulate(new_grad)
+        if var._post_acc_hooks:
+            for hook in list(var._post_acc_hooks.values()):
+                hook(var)
+        return []
+
+
+def grad_accumulator(t: Tensor) -> AccumulateGrad:
+    """The (weakly cached) AccumulateGrad of leaf ``t``, as ``impl::grad_accumulator``."""
+    acc = t._grad_acc() if t._grad_acc is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._grad_acc = weakref.ref(acc)
+    return acc
+
+
+def gradient_edge(t: Tensor):
+    """The edge a gradient for ``t`` flows along: (grad_fn, output_nr) or (AccumulateGrad, 0)."""
+    if t._grad_fn is not None:
+        return (t._grad_fn, t._output_nr)
+    if t._req:
+        return (grad_accumulator(t), 0)
+    return None
+
+
+_SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they "
+    "have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward.")
+
+
+class SavedVariable:
+    """A tensor saved for backward: its value, version and how to rebuild its history.
+
+    Values are immutable jax arrays, so saving never copies; the version check
+    reproduces PyTorch's error when the tensor was modified in place later.
+    """
+
+    __slots__ = ("data", "vc", "version", "leaf", "grad_fn", "output_nr", "is_output", "device", "stream")
+
+    def __init__(self, t: Tensor, is_output=False, own_version=False):
+        self.data = t._data
+        self.device = t._device
+        self.stream = t._stream
+        # own_version: the value an in-place op overwrote (PyTorch's original_self).
+        self.vc = [0] if own_version else t._vc
+        self.version = 0 if own_version else t._vc[0]
+        self.is_output = is_output
+        self.output_nr = t._output_nr
+        if is_output:
+            self.leaf, self.grad_fn = None, None  # rebuilt from the owning node: no cycle
+        elif t._grad_fn is not None:
+            self.leaf, self.grad_fn = None, t._grad_fn
+        else:
+            self.leaf, self.grad_fn = (t if t._req else None), None
+
+    def check(self, node):
+        if self.vc[0] != self.version:
+            from .._dtype import from_np
+            shape = list(self.data.shape) if self.data is not None else "?"
+            dt = from_np(self.data.dtype) if self.data is not None else "?"
+            where = f", which is output {self.output_nr} of {node.name()}," if self.is_output else ""
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{dt} {shape}]{where} is at version {self.vc[0]}; expected version "
+                f"{self.version} instead. Hint: enable anomaly detection to find the operation that "
+                "failed to compute its gradient, with jgrad.autograd.set_detect_anomaly(True).")
+
+    def unpack(self, node) -> Tensor:
+        """The saved tensor, connected to its history (for create_graph)."""
+        self.check(node)
+        if self.leaf is not None:
+            return self.leaf
+        if self.is_output:
+            return Tensor._make(self.data, self.device, self.stream, True, node, self.output_nr)
+        if self.grad_fn is not None:
+            return Tensor._make(self.data, self.device, self.stream, True, self.grad_fn, self.output_nr)
+        return Tensor._make(self.data, self.device, self.stream)

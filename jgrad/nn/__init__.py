@@ -1,0 +1,1 @@
+"""jgrad.nn (filled by the nn/optim work)."""

@@ -1,0 +1,191 @@
+"""Tensor factories: tensor, zeros, ones, full, arange, linspace, eye, *_like."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtype
+from .._device import device as _device, from_jax as _device_from_jax, get_default_device
+from .._tensor import Tensor
+from ._registry import tensor_method
+
+
+def _target_device(device):
+    return _device(device) if device is not None else get_default_device()
+
+
+def _infer_dtype(data):
+    """PyTorch's inference: Python floats -> default dtype, ints -> int64, bools -> bool."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return None
+    flat = data
+    while isinstance(flat, (list, tuple)) and flat:
+        flat = flat[0]
+    if isinstance(flat, bool):
+        return _dtype.bool
+    if isinstance(flat, int):
+        return _dtype._index_dtype()
+    if isinstance(flat, complex):
+        return _dtype.complex128 if _dtype.get_default_dtype() is _dtype.float64 else _dtype.complex64
+    return _dtype.get_default_dtype()
+
+
+def _has_float(data):
+    if isinstance(data, (list, tuple)):
+        return any(_has_float(d) for d in data)
+    return isinstance(data, float)
+
+
+def _as_array(data, dtype=None, device=None):
+    """Convert data (Tensor, jax/NumPy array, nested lists, scalar) to a jax.Array on a device."""
+    dev = _target_device(device)
+    if isinstance(data, Tensor):
+        arr = data._value
+    elif isinstance(data, jax.Array):
+        arr = data
+    else:
+        if dtype is None and not isinstance(data, (np.ndarray, np.generic)):
+            inferred = _infer_dtype(data)
+            if inferred is not _dtype.bool and _has_float(data):
+                inferred = _dtype.get_default_dtype()
+            dtype = inferred
+        arr = np.asarray(data)
+        if dtype is None and arr.dtype.itemsize == 8 and not _dtype.x64_enabled():
+            dtype = _dtype.from_np({"f": np.float32, "i": np.int32, "u": np.uint32, "c": np.complex64}[arr.dtype.kind])
+    if dtype is not None:
+        dt = _dtype.canonical(dtype)
+        if arr.dtype != dt.np:
+            arr = arr.astype(dt.np)
+    else:
+        _dtype.from_np(arr.dtype)  # unsupported dtypes fail here, clearly
+    return jax.device_put(arr, dev.jax_device)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Build a tensor from data (lists, scalars, NumPy or JAX arrays, tensors), copying nothing on-device."""
+    arr = _as_array(data, dtype, device)
+    t = Tensor._make(arr, _target_device(device))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+as_tensor = tensor
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def _filled(shape, value, dtype, device, requires_grad):
+    dt = _dtype.canonical(dtype) if dtype is not None else None
+    if dt is None:
+        dt = _dtype.get_default_dtype() if isinstance(value, float) or value is None else (
+            _dtype.bool if isinstance(value, bool) else _dtype._index_dtype() if isinstance(value, int)
+            else _dtype.get_default_dtype())
+    dev = _target_device(device)
+    with jax.default_device(dev.jax_device):
+        arr = jnp.full(shape, 0 if value is None else value, dt.np)
+    t = Tensor._make(arr, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(_shape(size), 0.0 if dtype is None else 0, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(_shape(size), 1.0 if dtype is None else 1, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Zeros: XLA has no uninitialised buffers."""
+    return _filled(_shape(size), None, dtype, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _filled(_shape((size,)), fill_value, dtype, device, requires_grad)
+
+
+def _like(t, dtype, device):
+    return (dtype if dtype is not None else t.dtype), (device if device is not None else t.device)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    d, dv = _like(t, dtype, device)
+    return _filled(t.shape, 0, d, dv, requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    d, dv = _like(t, dtype, device)
+    return _filled(t.shape, 1, d, dv, requires_grad)
+
+
+def empty_like(t, dtype=None, device=None, requires_grad=False):
+    return zeros_like(t, dtype, device, requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    d, dv = _like(t, dtype, device)
+    return _filled(t.shape, fill_value, d, dv, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = _dtype.get_default_dtype() if any(isinstance(v, float) for v in (start, end, step)) else _dtype._index_dtype()
+    dev = _target_device(device)
+    dt = _dtype.canonical(dtype)
+    arr = jax.device_put(np.arange(start, end, step).astype(dt.np), dev.jax_device)
+    return tensor(arr, device=dev, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dtype.canonical(dtype)
+    arr = np.linspace(start, end, int(steps)).astype(dt.np)
+    return tensor(arr, device=device, requires_grad=requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    dt = _dtype.canonical(dtype)
+    return tensor(np.eye(n, m if m is not None else n, dtype=dt.np), device=device, requires_grad=requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A CPU tensor from a NumPy array (jax copies host memory it does not own)."""
+    return tensor(a, dtype=_dtype.from_np(a.dtype))
+
+
+@tensor_method()
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype or self.dtype, device or self.device, requires_grad)
+
+
+@tensor_method()
+def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@tensor_method()
+def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+    return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@tensor_method()
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+@tensor_method()
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+    return new_zeros(self, *size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _device_of(arr):
+    return _device_from_jax(next(iter(arr.devices())))

@@ -1,0 +1,236 @@
+"""Neural-network ops (``jgrad.nn.functional``): softmax, log_softmax, losses, layer_norm,
+embedding. Gradients come from ``jax.vjp`` of each jax forward unless a formula is given."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import _dtype
+from .._dispatch import Op, call
+from ._registry import tensor_method, wrap_dim
+
+
+def _softmax_bwd(ctx, g):
+    y = ctx.outputs[0]
+    d = ctx.attrs["dim"]
+    return (y * (g - jnp.sum(g * y, axis=d, keepdims=True)),)
+
+
+def _log_softmax_bwd(ctx, g):
+    y = ctx.outputs[0]
+    d = ctx.attrs["dim"]
+    return (g - jnp.exp(y) * jnp.sum(g, axis=d, keepdims=True),)
+
+
+SOFTMAX = Op("SoftmaxBackward0", lambda a, dim: jax.nn.softmax(a, axis=dim), _softmax_bwd, save=(),
+             save_outputs=True)
+LOG_SOFTMAX = Op("LogSoftmaxBackward0", lambda a, dim: jax.nn.log_softmax(a, axis=dim), _log_softmax_bwd,
+                 save=(), save_outputs=True)
+
+
+def _float_input(t, dtype):
+    if dtype is not None:
+        return t.to(dtype)
+    return t if t.dtype.is_floating_point else t.to(_dtype.get_default_dtype())
+
+
+@tensor_method()
+def softmax(input, dim=None, dtype=None):
+    input = _float_input(input, dtype)
+    return call(SOFTMAX, input, dim=wrap_dim(-1 if dim is None else dim, input.ndim))
+
+
+@tensor_method()
+def log_softmax(input, dim=None, dtype=None):
+    input = _float_input(input, dtype)
+    return call(LOG_SOFTMAX, input, dim=wrap_dim(-1 if dim is None else dim, input.ndim))
+
+
+def _reduce(loss, reduction, weight_sum=None):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return jnp.sum(loss)
+    if reduction == "mean":
+        return jnp.sum(loss) / weight_sum if weight_sum is not None else jnp.mean(loss)
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _mse_fwd(a, b, reduction):
+    return _reduce((a - b) ** 2, reduction)
+
+
+def _mse_bwd(ctx, g):
+    a, b = ctx.saved
+    reduction = ctx.attrs["reduction"]
+    diff = a - b
+    scale = 2.0 / diff.size if reduction == "mean" else 2.0
+    gd = g * scale * diff
+    return (gd if ctx.needs_input_grad[0] else None, -gd if ctx.needs_input_grad[1] else None)
+
+
+MSE = Op("MseLossBackward0", _mse_fwd, _mse_bwd, save=(0, 1))
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean squared error (``torch.nn.functional.mse_loss``)."""
+    if input.shape != target.shape:
+        import warnings
+        warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                      f"({list(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", UserWarning, stacklevel=2)
+        input, target = input.expand(*jnp.broadcast_shapes(input.shape, target.shape)), target
+    return call(MSE, input, target, reduction=reduction)
+
+
+def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, class_dim):
+    n_classes = logp.shape[class_dim]
+    logp_c = jnp.moveaxis(logp, class_dim, -1)
+    valid = target != ignore_index
+    safe_t = jnp.where(valid, target, 0)
+    picked = jnp.take_along_axis(logp_c, safe_t[..., None], axis=-1)[..., 0]
+    w = weight[safe_t] if weight is not None else jnp.ones_like(picked)
+    w = jnp.where(valid, w, 0.0).astype(logp.dtype)
+    loss = -picked * w
+    if label_smoothing > 0.0:
+        cw = weight if weight is not None else jnp.ones((n_classes,), logp.dtype)
+        smooth = -(logp_c * cw).sum(-1) * jnp.where(valid, 1.0, 0.0)
+        loss = (1 - label_smoothing) * loss + label_smoothing / n_classes * smooth
+    return _reduce(loss, reduction, jnp.sum(w) if reduction == "mean" else None)
+
+
+def _soft_target_ce(logp, target, weight, reduction, label_smoothing, class_dim):
+    n = logp.shape[class_dim]
+    if label_smoothing > 0.0:
+        target = target * (1 - label_smoothing) + label_smoothing / n
+    wshape = [1] * logp.ndim
+    wshape[class_dim] = n
+    w = weight.reshape(wshape) if weight is not None else 1.0
+    loss = -(logp * target * w).sum(class_dim)
+    if reduction == "mean":
+        return jnp.sum(loss) / (loss.size if loss.ndim else 1)
+    return _reduce(loss, reduction)
+
+
+def _ce_fwd(x, target, weight, ignore_index, reduction, label_smoothing):
+    class_dim = 1 if x.ndim >= 2 else 0
+    logp = jax.nn.log_softmax(x, axis=class_dim)
+    if jnp.issubdtype(target.dtype, jnp.floating):
+        return _soft_target_ce(logp, target.astype(x.dtype), weight, reduction, label_smoothing, class_dim)
+    return _nll(logp, target, weight, ignore_index, reduction, label_smoothing, class_dim)
+
+
+def _nll_fwd(logp, target, weight, ignore_index, reduction):
+    class_dim = 1 if logp.ndim >= 2 else 0
+    return _nll(logp, target, weight, ignore_index, reduction, 0.0, class_dim)
+
+
+CROSS_ENTROPY = Op("NllLossBackward0", _ce_fwd)
+NLL_LOSS = Op("NllLossBackward0", _nll_fwd)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """Cross entropy from logits, with class indices or class probabilities as target."""
+    if target.dtype.is_floating_point:
+        if target.shape != input.shape:
+            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+    else:
+        expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+        if tuple(target.shape) != tuple(expect):
+            raise RuntimeError(f"Expected target size {list(expect)}, got {list(target.shape)}")
+    return call(CROSS_ENTROPY, input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                label_smoothing=float(label_smoothing))
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    return call(NLL_LOSS, input, target, weight, ignore_index=ignore_index, reduction=reduction)
+
+
+BCE = Op("BinaryCrossEntropyBackward0", lambda p, y, w, reduction: _reduce(
+    -(w if w is not None else 1.0) * (y * jnp.clip(jnp.log(p), -100) + (1 - y) * jnp.clip(jnp.log1p(-p), -100)),
+    reduction))
+BCE_LOGITS = Op("BinaryCrossEntropyWithLogitsBackward0", lambda x, y, w, pw, reduction: _reduce(
+    (w if w is not None else 1.0) * (
+        (1 - y) * x + (1 + ((pw if pw is not None else 1.0) - 1) * y) * (jax.nn.softplus(-x))), reduction))
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    return call(BCE, input, target, weight, reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    return call(BCE_LOGITS, input, target, weight, pos_weight, reduction=reduction)
+
+
+def _l1_fwd(a, b, reduction):
+    return _reduce(jnp.abs(a - b), reduction)
+
+
+L1 = Op("L1LossBackward0", _l1_fwd)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return call(L1, input, target, reduction=reduction)
+
+
+def _layer_norm_fwd(x, w, b, shape, eps):
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean((x - mean) ** 2, axis=axes, keepdims=True)
+    y = (x - mean) * jax.lax.rsqrt(var + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+LAYER_NORM = Op("NativeLayerNormBackward0", _layer_norm_fwd)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    return call(LAYER_NORM, input, weight, bias, shape=shape, eps=float(eps))
+
+
+def _embedding_fwd(w, idx, padding_idx):
+    return jnp.take(w, idx, axis=0)
+
+
+def _embedding_bwd(ctx, g):
+    w_shape = ctx.in_avals[0][0]
+    idx = ctx.saved[1]
+    pad = ctx.attrs["padding_idx"]
+    if pad is not None:
+        g = jnp.where((idx == pad)[..., None], 0, g)
+    gw = jnp.zeros(w_shape, g.dtype).at[idx.reshape(-1)].add(g.reshape(-1, w_shape[1]))
+    return gw, None
+
+
+EMBEDDING = Op("EmbeddingBackward0", _embedding_fwd, _embedding_bwd, save=(1,))
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` picked by the integer tensor ``input``."""
+    if input.dtype.is_floating_point:
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {input.dtype} instead (while checking arguments for embedding)")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    return call(EMBEDDING, weight, input, padding_idx=padding_idx)
+
+
+def one_hot(tensor, num_classes=-1):
+    from .creation import tensor as _t
+    if num_classes < 0:
+        num_classes = int(tensor.max().item()) + 1
+    return call(ONE_HOT, tensor, num_classes=num_classes)
+
+
+ONE_HOT = Op("one_hot", lambda a, num_classes: jax.nn.one_hot(a, num_classes, dtype=a.dtype), differentiable=False)

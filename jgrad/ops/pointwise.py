@@ -1,0 +1,713 @@
+"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, activations,
+comparisons (no grad), where, clamp, casts."""
+from __future__ import annotations
+
+import builtins
+
+import jax
+import jax.numpy as jnp
+
+from .. import _dtype
+from .._dispatch import Op, call, call_inplace
+from .._tensor import Tensor
+from ._registry import tensor_method
+
+__all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "floor_divide", "pow",
+           "maximum", "minimum", "remainder", "fmod", "atan2", "neg", "negative", "abs", "absolute", "exp", "log",
+           "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "asin", "acos",
+           "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "sigmoid", "relu", "erf", "reciprocal",
+           "square", "sign", "floor", "ceil", "round", "trunc", "silu", "logsigmoid", "gelu", "softplus",
+           "leaky_relu", "elu", "hardtanh", "clamp", "clip", "where", "eq", "ne", "lt", "le", "gt", "ge",
+           "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "bitwise_not", "isnan", "isinf", "isfinite", "allclose", "isclose", "equal", "clone"]
+
+_Number = (int, float, bool, complex)
+
+
+def _promote(*xs):
+    """Cast operands to PyTorch's result type (decided at trace time)."""
+    dt = _dtype.result_type(*xs)
+    return tuple(jnp.asarray(x, dt) if isinstance(x, _Number) else x.astype(dt) for x in xs)
+
+
+def _float_promote(x):
+    """Integer inputs of float functions (exp, sin, ...) compute in the default dtype."""
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(_dtype.get_default_dtype().np)
+
+
+def _check_operand(x, opname):
+    if not isinstance(x, (Tensor,) + _Number):
+        raise TypeError(f"{opname}(): argument 'other' must be Tensor or Number, not {type(x).__name__}")
+    return x
+
+
+# ---- binary arithmetic ---------------------------------------------------------
+def _add_fwd(a, b):
+    a, b = _promote(a, b)
+    return a + b
+
+
+def _add_bwd(ctx, g):
+    return g, g
+
+
+def _add_alpha_fwd(a, b, alpha):
+    a, b = _promote(a, b)
+    return a + b * jnp.asarray(alpha, a.dtype)
+
+
+def _add_alpha_bwd(ctx, g):
+    return g, g * ctx.saved[2], None
+
+
+def _sub_fwd(a, b):
+    a, b = _promote(a, b)
+    return a - b
+
+
+def _sub_bwd(ctx, g):
+    return g, -g
+
+
+def _mul_fwd(a, b):
+    a, b = _promote(a, b)
+    return a * b
+
+
+def _mul_bwd(ctx, g):
+    a, b = ctx.saved
+    return (g * jnp.conj(b) if ctx.needs_input_grad[0] else None,
+            g * jnp.conj(a) if ctx.needs_input_grad[1] else None)
+
+
+def _div_fwd(a, b, rounding_mode=None):
+    a, b = _promote(a, b)
+    if rounding_mode is None:
+        if not jnp.issubdtype(a.dtype, jnp.inexact):
+            a, b = a.astype(_dtype.get_default_dtype().np), b.astype(_dtype.get_default_dtype().np)
+        return a / b
+    if rounding_mode == "trunc":
+        return jnp.trunc(a / b).astype(a.dtype) if jnp.issubdtype(a.dtype, jnp.inexact) else jax.lax.div(a, b)
+    if rounding_mode == "floor":
+        return jnp.floor_divide(a, b)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+def _div_bwd(ctx, g):
+    a, b = ctx.saved
+    if ctx.attrs.get("rounding_mode") is not None:
+        return jnp.zeros_like(g), jnp.zeros_like(g)
+    ga = g / b if ctx.needs_input_grad[0] else None
+    gb = -g * a / (b * b) if ctx.needs_input_grad[1] else None
+    return ga, gb
+
+
+def _pow_fwd(a, b):
+    if isinstance(b, _Number) or getattr(getattr(b, "aval", None), "weak_type", False):
+        if jnp.issubdtype(a.dtype, jnp.integer) and isinstance(b, float):
+            a = a.astype(_dtype.get_default_dtype().np)
+        return a ** jnp.asarray(b, a.dtype) if not isinstance(b, int) or b < 0 else a ** b
+    a, b = _promote(a, b)
+    return a ** b
+
+
+def _pow_bwd(ctx, g):
+    a, b = ctx.saved
+    out = []
+    if ctx.needs_input_grad[0]:
+        bb = jnp.asarray(b, a.dtype) if isinstance(b, _Number) else b
+        ga = g * bb * jnp.where(bb == 0, 1.0, a ** jnp.where(bb == 0, 1.0, bb - 1))
+        out.append(jnp.where(bb == 0, 0.0, ga))
+    else:
+        out.append(None)
+    if len(ctx.saved) > 1 and ctx.needs_input_grad[1] and not isinstance(b, _Number):
+        a2, b2 = _promote(a, b)
+        res = a2 ** b2
+        out.append(g * jnp.where((a2 == 0) & (b2 >= 0), 0.0, res * jnp.log(a2)))
+    else:
+        out.append(None)
+    return out
+
+
+def _maximum_bwd(ctx, g):
+    a, b = ctx.saved
+    a, b = _promote(a, b)
+    half = jnp.where(a == b, 0.5, 1.0).astype(g.dtype)
+    return (g * (a >= b) * half, g * (b >= a) * half)
+
+
+def _minimum_bwd(ctx, g):
+    a, b = ctx.saved
+    a, b = _promote(a, b)
+    half = jnp.where(a == b, 0.5, 1.0).astype(g.dtype)
+    return (g * (a <= b) * half, g * (b <= a) * half)
+
+
+ADD = Op("AddBackward0", _add_fwd, _add_bwd, save=())
+ADD_ALPHA = Op("AddBackward0", _add_alpha_fwd, _add_alpha_bwd, save=(2,))
+SUB = Op("SubBackward0", _sub_fwd, _sub_bwd, save=())
+MUL = Op("MulBackward0", _mul_fwd, _mul_bwd, save=(0, 1))
+DIV = Op("DivBackward0", _div_fwd, _div_bwd, save=(0, 1))
+POW = Op("PowBackward0", _pow_fwd, _pow_bwd, save=(0, 1))
+MAXIMUM = Op("MaximumBackward0", lambda a, b: jnp.maximum(*_promote(a, b)), _maximum_bwd, save=(0, 1))
+MINIMUM = Op("MinimumBackward0", lambda a, b: jnp.minimum(*_promote(a, b)), _minimum_bwd, save=(0, 1))
+REMAINDER = Op("RemainderBackward0", lambda a, b: jnp.remainder(*_promote(a, b)))
+FMOD = Op("FmodBackward0", lambda a, b: jnp.fmod(*_promote(a, b)))
+ATAN2 = Op("Atan2Backward0", lambda a, b: jnp.arctan2(*_promote(*map(_float_promote_any, (a, b)))))
+
+
+def _float_promote_any(x):
+    return x if isinstance(x, _Number) else _float_promote(x)
+
+
+def add(input, other, *, alpha=1):
+    """``input + alpha * other`` with PyTorch's type promotion."""
+    if alpha == 1:
+        return call(ADD, input, _check_operand(other, "add"))
+    return call(ADD_ALPHA, input, _check_operand(other, "add"), alpha)
+
+
+def sub(input, other, *, alpha=1):
+    if alpha == 1:
+        return call(SUB, input, _check_operand(other, "sub"))
+    return call(ADD_ALPHA, input, _check_operand(other, "sub"), -alpha)
+
+
+def mul(input, other):
+    return call(MUL, input, _check_operand(other, "mul"))
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return call(DIV, input, _check_operand(other, "div"))
+    return call(DIV, input, other, rounding_mode=rounding_mode)
+
+
+true_divide = divide = div
+multiply, subtract = mul, sub
+
+
+def floor_divide(input, other):
+    return div(input, other, rounding_mode="floor")
+
+
+def pow(input, exponent):  # noqa: A001 - PyTorch's name
+    if isinstance(input, _Number):
+        return call(POW, full_scalar_like(exponent, input), exponent)
+    return call(POW, input, exponent)
+
+
+def full_scalar_like(t, value):
+    from .creation import full
+    return full((), value, dtype=_dtype.from_np(_dtype.result_type(t._value, value)), device=t.device)
+
+
+def maximum(input, other):
+    return call(MAXIMUM, input, other)
+
+
+def minimum(input, other):
+    return call(MINIMUM, input, other)
+
+
+def remainder(input, other):
+    return call(REMAINDER, input, other)
+
+
+def fmod(input, other):
+    return call(FMOD, input, other)
+
+
+def atan2(input, other):
+    return call(ATAN2, input, other)
+
+
+# ---- unary math ------------------------------------------------------------------
+def _unary(name, fwd, bwd=None, save=(0,), save_outputs=False, float_only=True):
+    f = (lambda a: fwd(_float_promote(a))) if float_only else fwd
+    return Op(name, f, bwd, save=save if bwd is not None else None, save_outputs=save_outputs)
+
+
+NEG = _unary("NegBackward0", jnp.negative, lambda ctx, g: (-g,), save=(), float_only=False)
+ABS = _unary("AbsBackward0", jnp.abs, lambda ctx, g: (g * jnp.sign(ctx.saved[0]),), float_only=False)
+EXP = _unary("ExpBackward0", jnp.exp, lambda ctx, g: (g * ctx.outputs[0],), save=(), save_outputs=True)
+LOG = _unary("LogBackward0", jnp.log, lambda ctx, g: (g / ctx.saved[0],))
+LOG2 = _unary("Log2Backward0", jnp.log2, lambda ctx, g: (g / (ctx.saved[0] * jnp.log(2.0)),))
+LOG10 = _unary("Log10Backward0", jnp.log10, lambda ctx, g: (g / (ctx.saved[0] * jnp.log(10.0)),))
+LOG1P = _unary("Log1PBackward0", jnp.log1p, lambda ctx, g: (g / (1 + ctx.saved[0]),))
+EXPM1 = _unary("Expm1Backward0", jnp.expm1, lambda ctx, g: (g * (ctx.outputs[0] + 1),), save=(), save_outputs=True)
+SQRT = _unary("SqrtBackward0", jnp.sqrt, lambda ctx, g: (g / (2 * ctx.outputs[0]),), save=(), save_outputs=True)
+RSQRT = _unary("RsqrtBackward0", jax.lax.rsqrt, lambda ctx, g: (-0.5 * g * ctx.outputs[0] ** 3,), save=(),
+               save_outputs=True)
+SIN = _unary("SinBackward0", jnp.sin, lambda ctx, g: (g * jnp.cos(ctx.saved[0]),))
+COS = _unary("CosBackward0", jnp.cos, lambda ctx, g: (-g * jnp.sin(ctx.saved[0]),))
+TAN = _unary("TanBackward0", jnp.tan, lambda ctx, g: (g * (1 + ctx.outputs[0] ** 2),), save=(), save_outputs=True)
+TANH = _unary("TanhBackward0", jnp.tanh, lambda ctx, g: (g * (1 - ctx.outputs[0] ** 2),), save=(), save_outputs=True)
+SIGMOID = _unary("SigmoidBackward0", jax.nn.sigmoid,
+                 lambda ctx, g: (g * ctx.outputs[0] * (1 - ctx.outputs[0]),), save=(), save_outputs=True)
+RELU = _unary("ReluBackward0", jax.nn.relu, lambda ctx, g: (jnp.where(ctx.outputs[0] > 0, g, 0),), save=(),
+              save_outputs=True, float_only=False)
+ASIN = _unary("AsinBackward0", jnp.arcsin)
+ACOS = _unary("AcosBackward0", jnp.arccos)
+ATAN = _unary("AtanBackward0", jnp.arctan)
+SINH = _unary("SinhBackward0", jnp.sinh)
+COSH = _unary("CoshBackward0", jnp.cosh)
+ERF = _unary("ErfBackward0", jax.scipy.special.erf)
+RECIPROCAL = _unary("ReciprocalBackward0", jnp.reciprocal,
+                    lambda ctx, g: (-g * ctx.outputs[0] ** 2,), save=(), save_outputs=True)
+SQUARE = _unary("PowBackward0", jnp.square, lambda ctx, g: (2 * g * ctx.saved[0],), float_only=False)
+SIGN = Op("SignBackward0", jnp.sign, lambda ctx, g: (jnp.zeros_like(g),), save=())
+FLOOR = Op("FloorBackward0", jnp.floor, lambda ctx, g: (jnp.zeros_like(g),), save=())
+CEIL = Op("CeilBackward0", jnp.ceil, lambda ctx, g: (jnp.zeros_like(g),), save=())
+ROUND = Op("RoundBackward0", jnp.round, lambda ctx, g: (jnp.zeros_like(g),), save=())
+TRUNC = Op("TruncBackward0", jnp.trunc, lambda ctx, g: (jnp.zeros_like(g),), save=())
+
+
+def _gelu(a, approximate="none"):
+    return jax.nn.gelu(a, approximate=approximate == "tanh")
+
+
+def _softplus(a, beta=1.0, threshold=20.0):
+    return jnp.where(a * beta > threshold, a, jax.nn.softplus(a * beta) / beta)
+
+
+GELU = Op("GeluBackward0", lambda a, approximate="none": _gelu(_float_promote(a), approximate))
+SILU = Op("SiluBackward0", lambda a: jax.nn.silu(_float_promote(a)))
+SOFTPLUS = Op("SoftplusBackward0", lambda a, beta=1.0, threshold=20.0: _softplus(_float_promote(a), beta, threshold))
+LEAKY_RELU = Op("LeakyReluBackward0", lambda a, negative_slope=0.01: jnp.where(a > 0, a, a * negative_slope))
+ELU = Op("EluBackward0", lambda a, alpha=1.0: jax.nn.elu(_float_promote(a), alpha))
+LOGSIGMOID = Op("LogSigmoidBackward0", lambda a: jax.nn.log_sigmoid(_float_promote(a)))
+HARDTANH = Op("HardtanhBackward0", lambda a, min_val=-1.0, max_val=1.0: jnp.clip(a, min_val, max_val))
+
+
+def _clamp_fwd(a, lo, hi):
+    out = a
+    if lo is not None:
+        out = jnp.maximum(out, jnp.asarray(lo, out.dtype) if isinstance(lo, _Number) else lo.astype(out.dtype))
+    if hi is not None:
+        out = jnp.minimum(out, jnp.asarray(hi, out.dtype) if isinstance(hi, _Number) else hi.astype(out.dtype))
+    return out
+
+
+def _clamp_bwd(ctx, g):
+    a, lo, hi = ctx.saved
+    keep = jnp.ones(a.shape, bool)
+    if lo is not None:
+        keep = keep & (a >= lo)
+    if hi is not None:
+        keep = keep & (a <= hi)
+    glo = jnp.where(a < lo, g, 0) if ctx.needs_input_grad[1] else None
+    ghi = jnp.where(a > hi, g, 0) if ctx.needs_input_grad[2] else None
+    return jnp.where(keep, g, 0), glo, ghi
+
+
+CLAMP = Op("ClampBackward1", _clamp_fwd, _clamp_bwd, save=(0, 1, 2))
+
+
+def clamp(input, min=None, max=None):  # noqa: A002
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return call(CLAMP, input, min, max)
+
+
+clip = clamp
+
+
+def _where_fwd(cond, a, b):
+    a, b = _promote(a, b)
+    return jnp.where(cond, a, b)
+
+
+def _where_bwd(ctx, g):
+    cond = ctx.saved[0]
+    return None, jnp.where(cond, g, 0), jnp.where(cond, 0, g)
+
+
+WHERE = Op("WhereBackward0", _where_fwd, _where_bwd, save=(0,))
+
+
+def where(condition, input=None, other=None):
+    """Elementwise select; ``where(condition)`` alone returns the indices of True entries."""
+    if input is None and other is None:
+        from .shape import nonzero
+        return nonzero(condition, as_tuple=True)
+    return call(WHERE, condition, input, other)
+
+
+# ---- comparisons and logic (never differentiable) ------------------------------------
+def _cmp(name, fn):
+    return Op(name, lambda a, b: fn(*_promote(a, b)), differentiable=False)
+
+
+EQ, NE = _cmp("eq", jnp.equal), _cmp("ne", jnp.not_equal)
+LT, LE = _cmp("lt", jnp.less), _cmp("le", jnp.less_equal)
+GT, GE = _cmp("gt", jnp.greater), _cmp("ge", jnp.greater_equal)
+LOGICAL_AND = Op("logical_and", lambda a, b: jnp.logical_and(a, b), differentiable=False)
+LOGICAL_OR = Op("logical_or", lambda a, b: jnp.logical_or(a, b), differentiable=False)
+LOGICAL_XOR = Op("logical_xor", lambda a, b: jnp.logical_xor(a, b), differentiable=False)
+LOGICAL_NOT = Op("logical_not", jnp.logical_not, differentiable=False)
+BITWISE_AND = Op("bitwise_and", lambda a, b: jnp.bitwise_and(*_promote(a, b)), differentiable=False)
+BITWISE_OR = Op("bitwise_or", lambda a, b: jnp.bitwise_or(*_promote(a, b)), differentiable=False)
+BITWISE_XOR = Op("bitwise_xor", lambda a, b: jnp.bitwise_xor(*_promote(a, b)), differentiable=False)
+BITWISE_NOT = Op("bitwise_not", jnp.invert, differentiable=False)
+ISNAN = Op("isnan", jnp.isnan, differentiable=False)
+ISINF = Op("isinf", jnp.isinf, differentiable=False)
+ISFINITE = Op("isfinite", jnp.isfinite, differentiable=False)
+
+
+def eq(a, b):
+    return call(EQ, a, b)
+
+
+def ne(a, b):
+    return call(NE, a, b)
+
+
+def lt(a, b):
+    return call(LT, a, b)
+
+
+def le(a, b):
+    return call(LE, a, b)
+
+
+def gt(a, b):
+    return call(GT, a, b)
+
+
+def ge(a, b):
+    return call(GE, a, b)
+
+
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return jnp.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+ALLCLOSE = Op("allclose", _allclose, differentiable=False)
+ISCLOSE = Op("isclose", lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False:
+             jnp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan), differentiable=False)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
+    return builtins.bool(call(ALLCLOSE, a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return call(ISCLOSE, a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def equal(a, b) -> builtins.bool:
+    return a.shape == b.shape and builtins.bool(call(EQ, a, b).all())
+
+
+# ---- casts ---------------------------------------------------------------------
+def _cast_bwd(ctx, g):
+    return (g.astype(ctx.in_avals[0][1]),)
+
+
+CAST = Op("ToCopyBackward0", lambda a, dtype: a.astype(dtype), _cast_bwd, save=())
+
+
+def _cast(t, dt):
+    dt = _dtype.canonical(dt)
+    if t.dtype is dt:
+        return t
+    if t._req and not (dt.is_floating_point or dt.is_complex):
+        return call(CAST, t.detach(), dtype=dt.np)
+    return call(CAST, t, dtype=dt.np)
+
+
+def _transfer(t, dev):
+    from .._device import device as _device
+    dev = _device(dev)
+    if dev is t.device:
+        return t
+    return call(TRANSFER, t, device=dev)
+
+
+def _transfer_fwd(a, device):
+    return jax.device_put(a, device.jax_device)
+
+
+class _TransferOp(Op):
+    """Device transfers run eagerly (``jax.device_put``), not through jit."""
+
+    __slots__ = ()
+
+    def kernel(self, key, attrs):
+        dev = attrs["device"]
+        return lambda a: jax.device_put(a, dev.jax_device)
+
+
+def _transfer_bwd(ctx, g):
+    return (g,)
+
+
+TRANSFER = _TransferOp("ToCopyBackward0", _transfer_fwd, _transfer_bwd, save=())
+
+
+@tensor_method()
+def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+    for a in args:
+        if isinstance(a, _dtype.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif a is not None:
+            device = a
+    out = self
+    if device is not None:
+        out = _transfer(out, device)
+    if dtype is not None:
+        out = _cast(out, dtype)
+    if copy and out is self:
+        out = clone(self)
+    return out
+
+
+@tensor_method()
+def cpu(self):
+    return to(self, device="cpu")
+
+
+@tensor_method()
+def cuda(self, device=None):
+    return to(self, device=f"gpu:{device or 0}" if not isinstance(device, str) else device)
+
+
+@tensor_method()
+def type(self, dtype=None):  # noqa: A001
+    if dtype is None:
+        return f"jgrad.{self.dtype.name}"
+    return _cast(self, dtype)
+
+
+@tensor_method()
+def type_as(self, other):
+    return _cast(self, other.dtype)
+
+
+for _name, _dt in (("float", _dtype.float32), ("double", _dtype.float64), ("half", _dtype.float16),
+                   ("bfloat16", _dtype.bfloat16), ("long", _dtype.int64), ("int", _dtype.int32),
+                   ("bool", _dtype.bool)):
+    tensor_method(_name)(lambda self, _dt=_dt: _cast(self, _dt if _dt.itemsize < 8 or _dtype.x64_enabled()
+                                                     else _dtype.canonical(_dt)))
+
+
+CLONE = Op("CloneBackward0", lambda a: a, lambda ctx, g: (g,), save=())
+
+
+def clone(input, *, memory_format=None):
+    """A copy with its own version counter; differentiable."""
+    return call(CLONE, input)
+
+
+# ---- in-place arithmetic -------------------------------------------------------------
+def _check_inplace_other(other, name):
+    return _check_operand(other, name)
+
+
+@tensor_method("add_")
+def add_(self, other, *, alpha=1):
+    if alpha == 1:
+        return call_inplace(ADD, self, _check_inplace_other(other, "add_"))
+    return call_inplace(ADD_ALPHA, self, other, alpha)
+
+
+@tensor_method("sub_")
+def sub_(self, other, *, alpha=1):
+    if alpha == 1:
+        return call_inplace(SUB, self, _check_inplace_other(other, "sub_"))
+    return call_inplace(ADD_ALPHA, self, other, -alpha)
+
+
+@tensor_method("mul_")
+def mul_(self, other):
+    return call_inplace(MUL, self, _check_inplace_other(other, "mul_"))
+
+
+@tensor_method("div_")
+def div_(self, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return call_inplace(DIV, self, other)
+    return call_inplace(DIV, self, other, rounding_mode=rounding_mode)
+
+
+@tensor_method("pow_")
+def pow_(self, exponent):
+    return call_inplace(POW, self, exponent)
+
+
+@tensor_method("clamp_", "clip_")
+def clamp_(self, min=None, max=None):  # noqa: A002
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return call_inplace(CLAMP, self, min, max)
+
+
+FILL = Op("FillBackward0", lambda a, v: jnp.broadcast_to(jnp.asarray(v, a.dtype), a.shape),
+          lambda ctx, g: (None, g.sum() if ctx.needs_input_grad[1] else None), save=())
+ZERO = Op("ZeroBackward0", lambda a: jnp.zeros_like(a), lambda ctx, g: (None,), save=())
+
+
+@tensor_method("fill_")
+def fill_(self, value):
+    return call_inplace(FILL, self, value)
+
+
+@tensor_method("zero_")
+def zero_(self):
+    return call_inplace(ZERO, self)
+
+
+COPY = Op("CopyBackwards", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape),
+          lambda ctx, g: (None, g), save=())
+
+
+@tensor_method("copy_")
+def copy_(self, src, non_blocking=False):
+    """Copy ``src`` into this tensor (broadcasting, casting and moving devices as needed)."""
+    if isinstance(src, Tensor) and src.device is not self.device:
+        src = _transfer(src, self.device)
+    return call_inplace(COPY, self, src)
+
+
+def _inplace_unary(op):
+    return lambda self: call_inplace(op, self)
+
+
+for _name, _op in (("neg_", NEG), ("abs_", ABS), ("exp_", EXP), ("log_", LOG), ("sqrt_", SQRT), ("sin_", SIN),
+                   ("cos_", COS), ("tanh_", TANH), ("sigmoid_", SIGMOID), ("relu_", RELU), ("floor_", FLOOR),
+                   ("ceil_", CEIL), ("round_", ROUND), ("reciprocal_", RECIPROCAL), ("rsqrt_", RSQRT),
+                   ("log1p_", LOG1P), ("expm1_", EXPM1), ("square_", SQUARE), ("sign_", SIGN), ("trunc_", TRUNC)):
+    tensor_method(_name)(_inplace_unary(_op))
+
+
+def _inplace_accumulate(self, other):
+    """``self += other`` without history (AccumulateGrad's in-place path)."""
+    self._data = self._data + other._value
+    self._vc[0] += 1
+
+
+Tensor._inplace_accumulate = _inplace_accumulate
+
+
+# ---- public unary functions and Tensor methods --------------------------------------------
+def _unary_fn(op):
+    def f(input):
+        return call(op, input)
+    return f
+
+
+neg, negative = _unary_fn(NEG), _unary_fn(NEG)
+abs, absolute = _unary_fn(ABS), _unary_fn(ABS)  # noqa: A001
+exp, log, log2, log10 = _unary_fn(EXP), _unary_fn(LOG), _unary_fn(LOG2), _unary_fn(LOG10)
+log1p, expm1, sqrt, rsqrt = _unary_fn(LOG1P), _unary_fn(EXPM1), _unary_fn(SQRT), _unary_fn(RSQRT)
+sin, cos, tan, tanh = _unary_fn(SIN), _unary_fn(COS), _unary_fn(TAN), _unary_fn(TANH)
+asin, acos, atan, sinh, cosh = _unary_fn(ASIN), _unary_fn(ACOS), _unary_fn(ATAN), _unary_fn(SINH), _unary_fn(COSH)
+arcsin, arccos, arctan = asin, acos, atan
+sigmoid, relu, erf, reciprocal, square = (_unary_fn(SIGMOID), _unary_fn(RELU), _unary_fn(ERF),
+                                          _unary_fn(RECIPROCAL), _unary_fn(SQUARE))
+sign, floor, ceil, round, trunc = (_unary_fn(SIGN), _unary_fn(FLOOR), _unary_fn(CEIL),  # noqa: A001
+                                   _unary_fn(ROUND), _unary_fn(TRUNC))
+silu, logsigmoid = _unary_fn(SILU), _unary_fn(LOGSIGMOID)
+logical_not, bitwise_not = _unary_fn(LOGICAL_NOT), _unary_fn(BITWISE_NOT)
+isnan, isinf, isfinite = _unary_fn(ISNAN), _unary_fn(ISINF), _unary_fn(ISFINITE)
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return call(GELU, input, approximate=approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return call(SOFTPLUS, input, beta=beta, threshold=threshold)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    return call(LEAKY_RELU, input, negative_slope=negative_slope)
+
+
+def elu(input, alpha=1.0):
+    return call(ELU, input, alpha=alpha)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    return call(HARDTANH, input, min_val=min_val, max_val=max_val)
+
+
+def logical_and(a, b):
+    return call(LOGICAL_AND, a, b)
+
+
+def logical_or(a, b):
+    return call(LOGICAL_OR, a, b)
+
+
+def logical_xor(a, b):
+    return call(LOGICAL_XOR, a, b)
+
+
+def bitwise_and(a, b):
+    return call(BITWISE_AND, a, b)
+
+
+def bitwise_or(a, b):
+    return call(BITWISE_OR, a, b)
+
+
+def bitwise_xor(a, b):
+    return call(BITWISE_XOR, a, b)
+
+
+for _name, _fn in dict(
+        neg=neg, negative=neg, abs=abs, absolute=abs, exp=exp, log=log, log2=log2, log10=log10, log1p=log1p,
+        expm1=expm1, sqrt=sqrt, rsqrt=rsqrt, sin=sin, cos=cos, tan=tan, tanh=tanh, asin=asin, acos=acos,
+        atan=atan, arcsin=asin, arccos=acos, arctan=atan, sinh=sinh, cosh=cosh, sigmoid=sigmoid, relu=relu,
+        erf=erf, reciprocal=reciprocal, square=square, sign=sign, floor=floor, ceil=ceil, round=round,
+        trunc=trunc, logical_not=logical_not, isnan=isnan, isinf=isinf, isfinite=isfinite,
+        bitwise_not=bitwise_not, add=add, sub=sub, mul=mul, div=div, true_divide=div, divide=div,
+        multiply=mul, subtract=sub, floor_divide=floor_divide, pow=pow, maximum=maximum, minimum=minimum,
+        remainder=remainder, fmod=fmod, atan2=atan2, clamp=clamp, clip=clamp, eq=eq, ne=ne, lt=lt, le=le,
+        gt=gt, ge=ge, logical_and=logical_and, logical_or=logical_or, logical_xor=logical_xor,
+        bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, allclose=allclose,
+        isclose=isclose, equal=equal, clone=clone, where=lambda self, cond, other: where(cond, self, other),
+).items():
+    tensor_method(_name)(_fn)
+
+
+# ---- operators -------------------------------------------------------------------------
+Tensor.__add__ = lambda self, other: call(ADD, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
+Tensor.__radd__ = lambda self, other: call(ADD, other, self) if isinstance(other, _Number) else NotImplemented
+Tensor.__sub__ = lambda self, other: call(SUB, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
+Tensor.__rsub__ = lambda self, other: call(SUB, other, self) if isinstance(other, _Number) else NotImplemented
+Tensor.__mul__ = lambda self, other: call(MUL, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
+Tensor.__rmul__ = lambda self, other: call(MUL, other, self) if isinstance(other, _Number) else NotImplemented
+Tensor.__truediv__ = lambda self, other: call(DIV, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
+Tensor.__rtruediv__ = lambda self, other: call(DIV, other, self) if isinstance(other, _Number) else NotImplemented
+Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: call(DIV, other, self, rounding_mode="floor")
+Tensor.__mod__ = lambda self, other: remainder(self, other)
+Tensor.__rmod__ = lambda self, other: call(REMAINDER, other, self)
+Tensor.__pow__ = lambda self, other: call(POW, self, other)
+Tensor.__rpow__ = lambda self, other: pow(other, self)
+Tensor.__neg__ = lambda self: call(NEG, self)
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = lambda self: call(ABS, self)
+Tensor.__invert__ = lambda self: call(BITWISE_NOT, self) if self.dtype is not _dtype.bool else call(LOGICAL_NOT, self)
+Tensor.__eq__ = lambda self, other: call(EQ, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
+Tensor.__ne__ = lambda self, other: call(NE, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
+Tensor.__lt__ = lambda self, other: call(LT, self, other)
+Tensor.__le__ = lambda self, other: call(LE, self, other)
+Tensor.__gt__ = lambda self, other: call(GT, self, other)
+Tensor.__ge__ = lambda self, other: call(GE, self, other)
+Tensor.__and__ = lambda self, other: call(BITWISE_AND if self.dtype is not _dtype.bool else LOGICAL_AND, self, other)
+Tensor.__or__ = lambda self, other: call(BITWISE_OR if self.dtype is not _dtype.bool else LOGICAL_OR, self, other)
+Tensor.__xor__ = lambda self, other: call(BITWISE_XOR if self.dtype is not _dtype.bool else LOGICAL_XOR, self, other)
+Tensor.__iadd__ = lambda self, other: add_(self, other)
+Tensor.__isub__ = lambda self, other: sub_(self, other)
+Tensor.__imul__ = lambda self, other: mul_(self, other)
+Tensor.__itruediv__ = lambda self, other: div_(self, other)
+Tensor.__hash__ = object.__hash__

@@ -1,0 +1,122 @@
+"""Random factories and dropout, driven by ``jgrad.random`` generators (JAX PRNG keys)."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import _dtype
+from .._device import device as _device, get_default_device
+from .._dispatch import Op, call, call_inplace
+from .._tensor import Tensor
+from ..random import _generator_for
+from ._registry import tensor_method
+from .shape import _sizes
+
+
+def _key(k):
+    return jax.random.wrap_key_data(k)
+
+
+RAND = Op("rand", lambda k, shape, dtype: jax.random.uniform(_key(k), shape, dtype), differentiable=False)
+RANDN = Op("randn", lambda k, shape, dtype: jax.random.normal(_key(k), shape, dtype), differentiable=False)
+RANDINT = Op("randint", lambda k, shape, low, high, dtype: jax.random.randint(_key(k), shape, low, high, dtype),
+             differentiable=False)
+RANDPERM = Op("randperm", lambda k, n, dtype: jax.random.permutation(_key(k), n).astype(dtype),
+              differentiable=False)
+BERNOULLI = Op("bernoulli", lambda k, p: jax.random.bernoulli(_key(k), p).astype(p.dtype), differentiable=False)
+UNIFORM_ = Op("uniform_", lambda a, k, lo, hi: jax.random.uniform(_key(k), a.shape, a.dtype, lo, hi),
+              lambda ctx, g: (None, None, None, None), save=())
+NORMAL_ = Op("normal_", lambda a, k, mean, std: mean + std * jax.random.normal(_key(k), a.shape, a.dtype),
+             lambda ctx, g: (None, None, None, None), save=())
+
+
+def _key_tensor(generator, device):
+    gen = _generator_for(generator, device)
+    return Tensor._make(gen.next_key(), gen.device)
+
+
+def _dev(device):
+    return _device(device) if device is not None else get_default_device()
+
+
+def _req(t, requires_grad):
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples on [0, 1)."""
+    dt = _dtype.canonical(dtype)
+    return _req(call(RAND, _key_tensor(generator, _dev(device)), shape=_sizes(size), dtype=dt.np), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples."""
+    dt = _dtype.canonical(dtype)
+    return _req(call(RANDN, _key_tensor(generator, _dev(device)), shape=_sizes(size), dtype=dt.np), requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
+    return call(RANDINT, _key_tensor(generator, _dev(device)), shape=tuple(size), low=low, high=high, dtype=dt.np)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None):
+    dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
+    return call(RANDPERM, _key_tensor(generator, _dev(device)), n=int(n), dtype=dt.np)
+
+
+def rand_like(t, *, dtype=None, device=None, generator=None):
+    return rand(*t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
+
+
+def randn_like(t, *, dtype=None, device=None, generator=None):
+    return randn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
+
+
+def randint_like(t, low=0, high=None, *, dtype=None, device=None, generator=None):
+    return randint(low, high, t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
+
+
+def bernoulli(input, *, generator=None):
+    return call(BERNOULLI, _key_tensor(generator, input.device), input.detach())
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
+    return randn(*size, generator=generator, dtype=dtype, device=device) * std + mean
+
+
+@tensor_method("uniform_")
+def uniform_(self, from_=0.0, to=1.0, *, generator=None):
+    return call_inplace(UNIFORM_, self, _key_tensor(generator, self.device), from_, to)
+
+
+@tensor_method("normal_")
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    return call_inplace(NORMAL_, self, _key_tensor(generator, self.device), mean, std)
+
+
+def _dropout_fwd(x, k, p):
+    keep = jax.random.bernoulli(_key(k), 1.0 - p, x.shape)
+    return jnp.where(keep, x / (1.0 - p), jnp.zeros((), x.dtype)).astype(x.dtype)
+
+
+DROPOUT = Op("NativeDropoutBackward0", _dropout_fwd)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    key = _key_tensor(generator, input.device)
+    if inplace:
+        return call_inplace(DROPOUT, input, key, float(p))
+    return call(DROPOUT, input, key, float(p))
+
+
+tensor_method("bernoulli")(bernoulli)

@@ -1,0 +1,249 @@
+"""Reductions with PyTorch's ``dim``/``keepdim``: sum mean var std prod max min amax amin
+argmax argmin logsumexp norm all any, plus sum_to_size (the broadcast-gradient reducer)."""
+from __future__ import annotations
+
+import collections
+
+import jax
+import jax.numpy as jnp
+
+from .. import _dtype
+from .._dispatch import Op, call
+from ._registry import norm_dim, tensor_method, wrap_dim
+
+return_types_max = collections.namedtuple("max", ["values", "indices"])
+return_types_min = collections.namedtuple("min", ["values", "indices"])
+
+
+def _restore(g, in_shape, dim, keepdim):
+    """Broadcast a reduced gradient back to the input's shape."""
+    if dim is not None and not keepdim:
+        g = jnp.expand_dims(g, dim)
+    return jnp.broadcast_to(g, in_shape)
+
+
+def _sum_fwd(a, dim=None, keepdim=False, dtype=None):
+    if dtype is None and (a.dtype == jnp.bool_ or jnp.issubdtype(a.dtype, jnp.integer)):
+        dtype = _dtype._index_dtype().np
+    return jnp.sum(a, axis=dim, keepdims=keepdim, dtype=dtype)
+
+
+def _sum_bwd(ctx, g):
+    shape = ctx.in_avals[0][0]
+    return (_restore(g, shape, ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False)),)
+
+
+def _mean_fwd(a, dim=None, keepdim=False, dtype=None):
+    if dtype is None and not jnp.issubdtype(a.dtype, jnp.inexact):
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
+            f"dtype. Got: {_dtype.from_np(a.dtype).name}")
+    return jnp.mean(a, axis=dim, keepdims=keepdim, dtype=dtype)
+
+
+def _mean_bwd(ctx, g):
+    shape = ctx.in_avals[0][0]
+    dim = ctx.attrs.get("dim")
+    n = 1
+    for i, s in enumerate(shape):
+        if dim is None or i in dim:
+            n *= s
+    return (_restore(g, shape, dim, ctx.attrs.get("keepdim", False)) / n,)
+
+
+SUM = Op("SumBackward0", _sum_fwd, _sum_bwd, save=())
+MEAN = Op("MeanBackward0", _mean_fwd, _mean_bwd, save=())
+VAR = Op("VarBackward0", lambda a, dim=None, correction=1, keepdim=False:
+         jnp.var(a, axis=dim, ddof=correction, keepdims=keepdim))
+STD = Op("StdBackward0", lambda a, dim=None, correction=1, keepdim=False:
+         jnp.std(a, axis=dim, ddof=correction, keepdims=keepdim))
+PROD = Op("ProdBackward0", lambda a, dim=None, keepdim=False, dtype=None:
+          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=dtype))
+LOGSUMEXP = Op("LogsumexpBackward0", lambda a, dim=None, keepdim=False:
+               jax.scipy.special.logsumexp(a, axis=dim, keepdims=keepdim))
+
+
+def _amax_bwd_factory(fn):
+    def bwd(ctx, g):
+        a = ctx.saved[0]
+        dim, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False)
+        out = fn(a, axis=dim, keepdims=True)
+        mask = (a == out).astype(g.dtype)
+        count = mask.sum(axis=dim, keepdims=True)
+        return (_restore(g, a.shape, dim, keepdim) * mask / count,)
+    return bwd
+
+
+AMAX = Op("AmaxBackward0", lambda a, dim=None, keepdim=False: jnp.max(a, axis=dim, keepdims=keepdim),
+          _amax_bwd_factory(jnp.max), save=(0,))
+AMIN = Op("AminBackward0", lambda a, dim=None, keepdim=False: jnp.min(a, axis=dim, keepdims=keepdim),
+          _amax_bwd_factory(jnp.min), save=(0,))
+
+
+def _max_dim_fwd(a, dim, keepdim=False, is_max=True):
+    idx = (jnp.argmax if is_max else jnp.argmin)(a, axis=dim, keepdims=True)
+    vals = jnp.take_along_axis(a, idx, axis=dim)
+    if not keepdim:
+        vals, idx = jnp.squeeze(vals, dim), jnp.squeeze(idx, dim)
+    return vals, idx.astype(_dtype._index_dtype().np)
+
+
+def _max_dim_bwd(ctx, g, _gi):
+    a = ctx.saved[0]
+    dim, keepdim = ctx.attrs["dim"], ctx.attrs.get("keepdim", False)
+    idx = (jnp.argmax if ctx.attrs.get("is_max", True) else jnp.argmin)(a, axis=dim, keepdims=True)
+    if not keepdim:
+        g = jnp.expand_dims(g, dim)
+    out = jnp.zeros(a.shape, g.dtype)
+    return (jnp.put_along_axis(out, idx, g, axis=dim, inplace=False),)
+
+
+MAX_DIM = Op("MaxBackward0", _max_dim_fwd, _max_dim_bwd, save=(0,), num_outputs=2)
+ARGMAX = Op("argmax", lambda a, dim=None, keepdim=False:
+            jnp.argmax(a, axis=dim, keepdims=keepdim).astype(_dtype._index_dtype().np), differentiable=False)
+ARGMIN = Op("argmin", lambda a, dim=None, keepdim=False:
+            jnp.argmin(a, axis=dim, keepdims=keepdim).astype(_dtype._index_dtype().np), differentiable=False)
+ALL = Op("all", lambda a, dim=None, keepdim=False: jnp.all(a, axis=dim, keepdims=keepdim), differentiable=False)
+ANY = Op("any", lambda a, dim=None, keepdim=False: jnp.any(a, axis=dim, keepdims=keepdim), differentiable=False)
+
+
+def _norm_fwd(a, p=2, dim=None, keepdim=False):
+    if p == "fro":
+        p = 2
+    if p == float("inf"):
+        return jnp.max(jnp.abs(a), axis=dim, keepdims=keepdim)
+    if p == float("-inf"):
+        return jnp.min(jnp.abs(a), axis=dim, keepdims=keepdim)
+    if p == 0:
+        return jnp.sum(a != 0, axis=dim, keepdims=keepdim).astype(a.dtype)
+    if p == 2:
+        # Written so its gradient at 0 is 0 (PyTorch's subgradient), not NaN.
+        sq = jnp.sum(a * a, axis=dim, keepdims=keepdim)
+        safe = jnp.where(sq == 0, 1.0, sq)
+        return jnp.where(sq == 0, 0.0, jnp.sqrt(safe)).astype(a.dtype)
+    return jnp.sum(jnp.abs(a) ** p, axis=dim, keepdims=keepdim) ** (1.0 / p)
+
+
+NORM = Op("NormBackward1", _norm_fwd)
+
+
+def _dims(input, dim):
+    return norm_dim(dim, input.ndim) if dim is not None else None
+
+
+@tensor_method()
+def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    dt = _dtype.canonical(dtype).np if dtype is not None else None
+    return call(SUM, input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+
+
+@tensor_method()
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    dt = _dtype.canonical(dtype).np if dtype is not None else None
+    return call(MEAN, input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+@tensor_method()
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return call(VAR, input, dim=_dims(input, dim), correction=_correction(unbiased, correction), keepdim=keepdim)
+
+
+@tensor_method()
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return call(STD, input, dim=_dims(input, dim), correction=_correction(unbiased, correction), keepdim=keepdim)
+
+
+@tensor_method()
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    dt = _dtype.canonical(dtype).np if dtype is not None else None
+    return call(PROD, input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+
+
+@tensor_method()
+def logsumexp(input, dim, keepdim=False):
+    return call(LOGSUMEXP, input, dim=_dims(input, dim), keepdim=keepdim)
+
+
+@tensor_method()
+def amax(input, dim=(), keepdim=False):
+    return call(AMAX, input, dim=_dims(input, dim) if dim != () else None, keepdim=keepdim)
+
+
+@tensor_method()
+def amin(input, dim=(), keepdim=False):
+    return call(AMIN, input, dim=_dims(input, dim) if dim != () else None, keepdim=keepdim)
+
+
+def _max_min(input, dim, keepdim, is_max):
+    from .._tensor import Tensor
+    if isinstance(dim, Tensor):
+        from .pointwise import maximum, minimum
+        return (maximum if is_max else minimum)(input, dim)
+    if dim is None:
+        return call(AMAX if is_max else AMIN, input, dim=None, keepdim=False)
+    vals, idx = call(MAX_DIM, input, dim=wrap_dim(dim, input.ndim), keepdim=keepdim, is_max=is_max)
+    return (return_types_max if is_max else return_types_min)(vals, idx)
+
+
+@tensor_method()
+def max(input, dim=None, keepdim=False):  # noqa: A001
+    """``max(input)``, ``max(input, dim) -> (values, indices)``, or ``max(input, other)``."""
+    return _max_min(input, dim, keepdim, True)
+
+
+@tensor_method()
+def min(input, dim=None, keepdim=False):  # noqa: A001
+    return _max_min(input, dim, keepdim, False)
+
+
+@tensor_method()
+def argmax(input, dim=None, keepdim=False):
+    return call(ARGMAX, input, dim=wrap_dim(dim, input.ndim) if dim is not None else None, keepdim=keepdim)
+
+
+@tensor_method()
+def argmin(input, dim=None, keepdim=False):
+    return call(ARGMIN, input, dim=wrap_dim(dim, input.ndim) if dim is not None else None, keepdim=keepdim)
+
+
+@tensor_method()
+def all(input, dim=None, keepdim=False):  # noqa: A001
+    return call(ALL, input, dim=_dims(input, dim), keepdim=keepdim)
+
+
+@tensor_method()
+def any(input, dim=None, keepdim=False):  # noqa: A001
+    return call(ANY, input, dim=_dims(input, dim), keepdim=keepdim)
+
+
+@tensor_method()
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    out = call(NORM, input, p=p, dim=_dims(input, dim), keepdim=keepdim)
+    return out.to(dtype) if dtype is not None else out
+
+
+SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a, shape), lambda ctx, g: (g,), save=())
+
+
+def _sum_to(a, shape):
+    from .._dispatch import sum_to
+    return sum_to(a, shape)
+
+
+@tensor_method()
+def sum_to_size(input, *size):
+    """Sum ``input`` down to ``size`` (which it must be expandable from)."""
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    if tuple(input.shape) == shape:
+        return input
+    return call(SUM_TO, input, shape=shape)

@@ -1,0 +1,494 @@
+"""Shape and indexing ops. Views are copies in jgrad (JAX arrays are immutable); every
+op here is differentiable through its formula or ``jax.vjp``."""
+from __future__ import annotations
+
+import builtins
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtype
+from .._dispatch import Op, call, call_inplace
+from .._tensor import Tensor
+from ._registry import norm_dim, static, tensor_method, wrap_dim
+
+
+def _sizes(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(builtins.int(s) for s in size)
+
+
+def _infer_shape(shape, numel):
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    if math.prod(shape) != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+RESHAPE = Op("ViewBackward0", lambda a, shape: jnp.reshape(a, shape),
+             lambda ctx, g: (g.reshape(ctx.in_avals[0][0]),), save=())
+
+
+@tensor_method("reshape", "view")
+def reshape(input, *shape):
+    return call(RESHAPE, input, shape=_infer_shape(_sizes(shape), input.numel()))
+
+
+@tensor_method()
+def view_as(input, other):
+    return reshape(input, other.shape)
+
+
+reshape_as = view_as
+tensor_method("reshape_as")(view_as)
+
+
+@tensor_method()
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, 1)
+    s, e = wrap_dim(start_dim, input.ndim), wrap_dim(end_dim, input.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = input.shape[:s] + (math.prod(input.shape[s:e + 1]),) + input.shape[e + 1:]
+    return reshape(input, shape)
+
+
+@tensor_method()
+def unflatten(input, dim, sizes):
+    d = wrap_dim(dim, input.ndim)
+    sizes = _infer_shape(tuple(sizes), input.shape[d])
+    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
+
+
+@tensor_method()
+def squeeze(input, dim=None):
+    if dim is None:
+        shape = tuple(s for s in input.shape if s != 1)
+    else:
+        dims = norm_dim(dim, input.ndim)
+        shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
+    return reshape(input, shape)
+
+
+@tensor_method()
+def unsqueeze(input, dim):
+    d = wrap_dim(dim, input.ndim + 1)
+    return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
+
+
+def _perm_bwd(ctx, g):
+    perm = ctx.attrs["perm"]
+    return (jnp.transpose(g, np.argsort(perm)),)
+
+
+PERMUTE = Op("PermuteBackward0", lambda a, perm: jnp.transpose(a, perm), _perm_bwd, save=())
+
+
+@tensor_method()
+def permute(input, *dims):
+    dims = _sizes(dims)
+    if len(dims) != input.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not "
+                           f"equal to len(dims) = {len(dims)}")
+    perm = tuple(wrap_dim(d, input.ndim) for d in dims)
+    return call(PERMUTE, input, perm=perm)
+
+
+@tensor_method("transpose", "swapaxes", "swapdims")
+def transpose(input, dim0, dim1):
+    if input.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+        return input if not input._req else permute(input, *range(input.ndim))
+    perm = list(range(input.ndim))
+    a, b = wrap_dim(dim0, input.ndim), wrap_dim(dim1, input.ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return call(PERMUTE, input, perm=tuple(perm))
+
+
+@tensor_method()
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+Tensor.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
+Tensor.mT = property(lambda self: transpose(self, -2, -1))
+
+
+EXPAND = Op("ExpandBackward0", lambda a, shape: jnp.broadcast_to(a, shape), lambda ctx, g: (g,), save=())
+
+
+@tensor_method()
+def expand(input, *sizes):
+    sizes = _sizes(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError(f"expand(jgrad.{input.dtype.name}{{{list(input.shape)}}}, size={list(sizes)}): the "
+                           f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({input.ndim})")
+    lead = len(sizes) - input.ndim
+    shape = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    for i, s in enumerate(input.shape):
+        if s != 1 and s != shape[i + lead]:
+            raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match the existing size "
+                               f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  "
+                               f"Tensor sizes: {list(input.shape)}")
+    return call(EXPAND, input, shape=shape)
+
+
+@tensor_method()
+def expand_as(input, other):
+    return expand(input, other.shape)
+
+
+def broadcast_to(input, shape):
+    return expand(input, tuple(shape))
+
+
+@tensor_method()
+def contiguous(input, memory_format=None):
+    return input
+
+
+CAT = Op("CatBackward0", lambda *xs, dim: jnp.concatenate(xs, axis=dim))
+STACK = Op("StackBackward0", lambda *xs, dim: jnp.stack(xs, axis=dim))
+
+
+def cat(tensors, dim=0):
+    """Concatenate along an existing dimension."""
+    tensors = [t for t in tensors]
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    ref = next((t for t in tensors if t.ndim > 0), tensors[0])
+    d = wrap_dim(dim, ref.ndim)
+    for i, t in enumerate(tensors):
+        if t.ndim != ref.ndim:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} and {t.ndim}")
+        for k in range(ref.ndim):
+            if k != d and t.shape[k] != ref.shape[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                   f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list.")
+    return call(CAT, *tensors, dim=d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    """Stack along a new dimension."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(tensors):
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                               f"entry 0 and {list(t.shape)} at entry {i}")
+    return call(STACK, *tensors, dim=wrap_dim(dim, tensors[0].ndim + 1))
+
+
+def _split_fwd(a, sections, dim):
+    return tuple(jnp.split(a, np.cumsum(sections)[:-1].tolist(), axis=dim))
+
+
+SPLIT = Op("SplitBackward0", _split_fwd, num_outputs=-1)
+
+
+@tensor_method()
+def split(input, split_size_or_sections, dim=0):
+    d = wrap_dim(dim, input.ndim)
+    n = input.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        sections = tuple([s] * (n // s) + ([n % s] if n % s else [])) if n else (0,)
+    else:
+        sections = tuple(split_size_or_sections)
+        if builtins.sum(sections) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
+                               f"at dimension {d}), but got split_sizes={list(sections)}")
+    out = call(SPLIT, input, sections=sections, dim=d)
+    return out if isinstance(out, tuple) else (out,)
+
+
+@tensor_method()
+def chunk(input, chunks, dim=0):
+    d = wrap_dim(dim, input.ndim)
+    size = -(-input.shape[d] // chunks)
+    return split(input, size, d)
+
+
+@tensor_method()
+def unbind(input, dim=0):
+    d = wrap_dim(dim, input.ndim)
+    return tuple(squeeze(p, d) for p in split(input, 1, d))
+
+
+GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(a, idx, axis=dim))
+SCATTER = Op("ScatterBackward0", lambda a, idx, src, dim: jnp.put_along_axis(
+    a, idx, jnp.broadcast_to(jnp.asarray(src, a.dtype), idx.shape), axis=dim, inplace=False))
+SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: _scatter_add(a, idx, src, dim))
+INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx, axis=dim))
+
+
+def _scatter_add(a, idx, src, dim):
+    grids = jnp.indices(idx.shape, sparse=True)
+    full = tuple(idx if i == dim else grids[i] for i in range(a.ndim))
+    return a.at[full].add(src[tuple(slice(0, s) for s in idx.shape)].astype(a.dtype))
+
+
+@tensor_method()
+def gather(input, dim, index):
+    return call(GATHER, input, index, dim=wrap_dim(dim, input.ndim))
+
+
+@tensor_method()
+def scatter(input, dim, index, src=None, value=None):
+    src = value if src is None else src
+    return call(SCATTER, input, index, src, dim=wrap_dim(dim, input.ndim))
+
+
+@tensor_method()
+def scatter_add(input, dim, index, src):
+    return call(SCATTER_ADD, input, index, src, dim=wrap_dim(dim, input.ndim))
+
+
+@tensor_method("scatter_")
+def scatter_(input, dim, index, src=None, value=None):
+    src = value if src is None else src
+    return call_inplace(SCATTER, input, index, src, dim=wrap_dim(dim, input.ndim))
+
+
+@tensor_method("scatter_add_")
+def scatter_add_(input, dim, index, src):
+    return call_inplace(SCATTER_ADD, input, index, src, dim=wrap_dim(dim, input.ndim))
+
+
+@tensor_method()
+def index_select(input, dim, index):
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    return call(INDEX_SELECT, input, index, dim=wrap_dim(dim, input.ndim))
+
+
+REPEAT = Op("RepeatBackward0", lambda a, reps: jnp.tile(a, reps))
+
+
+@tensor_method()
+def repeat(input, *sizes):
+    sizes = _sizes(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           "tensor")
+    return call(REPEAT, input, reps=sizes)
+
+
+FLIP = Op("FlipBackward0", lambda a, dims: jnp.flip(a, dims), lambda ctx, g: (jnp.flip(g, ctx.attrs["dims"]),),
+          save=())
+
+
+@tensor_method()
+def flip(input, dims):
+    return call(FLIP, input, dims=norm_dim(dims, input.ndim))
+
+
+ROLL = Op("RollBackward0", lambda a, shifts, dims: jnp.roll(a, shifts, dims))
+
+
+@tensor_method()
+def roll(input, shifts, dims=None):
+    return call(ROLL, input, shifts=static(shifts), dims=static(dims))
+
+
+TRIL = Op("TrilBackward0", lambda a, k: jnp.tril(a, k), lambda ctx, g: (jnp.tril(g, ctx.attrs["k"]),), save=())
+TRIU = Op("TriuBackward0", lambda a, k: jnp.triu(a, k), lambda ctx, g: (jnp.triu(g, ctx.attrs["k"]),), save=())
+
+
+@tensor_method()
+def tril(input, diagonal=0):
+    return call(TRIL, input, k=diagonal)
+
+
+@tensor_method()
+def triu(input, diagonal=0):
+    return call(TRIU, input, k=diagonal)
+
+
+MASKED_FILL = Op("MaskedFillBackward0", lambda a, mask, v: jnp.where(mask, jnp.asarray(v, a.dtype), a))
+
+
+@tensor_method()
+def masked_fill(input, mask, value):
+    return call(MASKED_FILL, input, mask, value)
+
+
+@tensor_method("masked_fill_")
+def masked_fill_(input, mask, value):
+    return call_inplace(MASKED_FILL, input, mask, value)
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad_fwd(a, v, widths, mode):
+    if mode == "constant":
+        return jnp.pad(a, widths, mode="constant", constant_values=jnp.asarray(v, a.dtype))
+    return jnp.pad(a, widths, mode=mode)
+
+
+PAD = Op("ConstantPadNdBackward0", _pad_fwd)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """``torch.nn.functional.pad``: ``pad`` lists (left, right) pairs from the last dimension."""
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the number of dimensions of "
+                           f"the input, got {len(pad)} for a {input.ndim}D input")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unsupported padding mode {mode!r}: use one of {list(_PAD_MODES)}")
+    widths = [(0, 0)] * input.ndim
+    for i in range(len(pad) // 2):
+        widths[input.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if builtins.any(lo < 0 or hi < 0 for lo, hi in widths):
+        out = input
+        sl = tuple(slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi in widths)
+        out = out[sl]
+        widths = [(builtins.max(lo, 0), builtins.max(hi, 0)) for lo, hi in widths]
+        input = out
+    return call(PAD, input, 0 if value is None else value, widths=tuple(widths), mode=_PAD_MODES[mode])
+
+
+NONZERO = Op("nonzero", lambda a: a, differentiable=False)
+
+
+@tensor_method()
+def nonzero(input, *, as_tuple=False):
+    """Indices of non-zero entries (a host sync: the output shape depends on the data)."""
+    from .creation import tensor
+    input._host_sync("nonzero()")
+    idx = np.nonzero(np.asarray(input._value))
+    dt = _dtype._index_dtype()
+    if as_tuple:
+        return tuple(tensor(i.astype(dt.np), device=input.device) for i in idx)
+    return tensor(np.stack(idx, axis=1).astype(dt.np), device=input.device)
+
+
+# ---- indexing ----------------------------------------------------------------------
+_T = "<tensor>"
+
+
+def _index_spec(input, idx):
+    """Split an index into a static spec (cache key) and the tensors it uses (dynamic)."""
+    from .creation import tensor
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    spec, tensors = [], []
+    for i in idx:
+        if isinstance(i, Tensor):
+            if i.dtype is _dtype.bool:
+                spec.extend([_T] * builtins.max(i.ndim, 1))
+                tensors.extend(nonzero(i, as_tuple=True) if i.ndim else [tensor([0] if bool(i) else [])])
+                if i.ndim == 0:
+                    spec[-1] = None
+                    spec.append(_T)
+                continue
+            if i.dtype.is_floating_point:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            spec.append(_T)
+            tensors.append(i)
+        elif isinstance(i, slice):
+            spec.append(("slice", _int_or_none(i.start), _int_or_none(i.stop), _int_or_none(i.step)))
+        elif isinstance(i, (list, np.ndarray)):
+            spec.append(_T)
+            tensors.append(tensor(np.asarray(i), device=input.device))
+        elif i is None or i is Ellipsis or isinstance(i, (builtins.bool,)):
+            spec.append(i)
+        elif isinstance(i, (int, np.integer)):
+            spec.append(builtins.int(i))
+        else:
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                             f"valid indices (got {type(i).__name__})")
+    return tuple(spec), tensors
+
+
+def _int_or_none(v):
+    return None if v is None else builtins.int(v)
+
+
+def _build_index(spec, tensors):
+    it = iter(tensors)
+    out = []
+    for s in spec:
+        if s is _T or s == _T:
+            out.append(next(it))
+        elif isinstance(s, tuple):
+            out.append(slice(s[1], s[2], s[3]))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+GETITEM = Op("IndexBackward0", lambda a, *idx, spec: a[_build_index(spec, idx)])
+
+
+def _setitem_fwd(a, v, *idx, spec):
+    v = jnp.asarray(v, a.dtype) if not hasattr(v, "dtype") else v.astype(a.dtype)
+    return a.at[_build_index(spec, idx)].set(v)
+
+
+SETITEM = Op("IndexPutBackward0", _setitem_fwd)
+
+
+def _check_int_bounds(input, spec):
+    dim = 0
+    for s in spec:
+        if isinstance(s, builtins.int) and not isinstance(s, builtins.bool):
+            if dim >= input.ndim:
+                raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+            n = input.shape[dim]
+            if not -n <= s < n:
+                raise IndexError(f"index {s} is out of bounds for dimension {dim} with size {n}")
+            dim += 1
+        elif s is None:
+            continue
+        elif s is Ellipsis:
+            dim = input.ndim - builtins.sum(1 for x in spec if x is not None and x is not Ellipsis)
+        else:
+            dim += 1
+
+
+def _getitem(self, idx):
+    spec, tensors = _index_spec(self, idx)
+    _check_int_bounds(self, spec)
+    return call(GETITEM, self, *tensors, spec=spec)
+
+
+def _setitem(self, idx, value):
+    spec, tensors = _index_spec(self, idx)
+    _check_int_bounds(self, spec)
+    if isinstance(value, Tensor) and value.device is not self.device:
+        value = value.to(self.device)
+    call_inplace(SETITEM, self, value, *tensors, spec=spec)
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
+
+
+@tensor_method()
+def narrow(input, dim, start, length):
+    d = wrap_dim(dim, input.ndim)
+    return _getitem(input, (slice(None),) * d + (slice(start, start + length),))
+
+
+@tensor_method()
+def select(input, dim, index):
+    d = wrap_dim(dim, input.ndim)
+    return _getitem(input, (slice(None),) * d + (index,))

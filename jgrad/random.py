@@ -1,0 +1,111 @@
+"""Random numbers: a Generator is a JAX PRNG key that advances on every draw.
+
+``manual_seed`` seeds the default generator of every device. Draws split the
+key (``jax.random.split``), so a sequence of draws is reproducible from the
+seed; capture threads the key through the compiled executable.
+"""
+from __future__ import annotations
+
+import threading
+
+import jax
+import numpy as np
+
+
+class Generator:
+    """A PRNG state: ``Generator(device=None).manual_seed(s)``."""
+
+    def __init__(self, device=None):
+        from ._device import device as _device, get_default_device
+        self.device = _device(device) if device is not None else get_default_device()
+        self._lock = threading.Lock()
+        self._seed = 0
+        self._key = None
+        self.manual_seed(67280421310721)  # PyTorch's default seed
+
+    def manual_seed(self, seed: int) -> "Generator":
+        seed = int(seed)
+        with self._lock:
+            self._seed = seed
+            self._key = jax.device_put(jax.random.key_data(jax.random.key(seed & 0xFFFFFFFFFFFFFFFF
+                                                                          if seed >= 0 else seed % 2 ** 64)),
+                                       self.device.jax_device)
+        return self
+
+    seed = manual_seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def next_key(self):
+        """Advance the state and return a fresh key (raw uint32 key data)."""
+        with self._lock:
+            self._key, sub = _split(self._key)
+        return sub
+
+    def get_state(self):
+        from .ops.creation import tensor
+        return tensor(np.asarray(self._key))
+
+    def set_state(self, state) -> "Generator":
+        arr = state._value if hasattr(state, "_value") else np.asarray(state)
+        with self._lock:
+            self._key = jax.device_put(np.asarray(arr, np.uint32), self.device.jax_device)
+        return self
+
+
+@jax.jit
+def _split(key):
+    k = jax.random.wrap_key_data(key)
+    a, b = jax.random.split(k)
+    return jax.random.key_data(a), jax.random.key_data(b)
+
+
+_default_generators: dict = {}
+
+
+def default_generator(device=None) -> Generator:
+    """The default generator of ``device`` (the default device when None)."""
+    from ._device import device as _device, get_default_device
+    dev = _device(device) if device is not None else get_default_device()
+    gen = _default_generators.get(dev)
+    if gen is None:
+        gen = _default_generators[dev] = Generator(dev)
+        if _seed_for_new[0] is not None:
+            gen.manual_seed(_seed_for_new[0])
+    return gen
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generators of all devices; returns the default device's."""
+    for gen in _default_generators.values():
+        gen.manual_seed(seed)
+    _seed_for_new[0] = seed
+    gen = default_generator()
+    gen.manual_seed(seed)
+    return gen
+
+
+_seed_for_new = [None]
+
+
+def seed() -> int:
+    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    return default_generator().initial_seed()
+
+
+def get_rng_state(device=None):
+    return default_generator(device).get_state()
+
+
+def set_rng_state(state, device=None) -> None:
+    default_generator(device).set_state(state)
+
+
+def _generator_for(generator, device):
+    return generator if generator is not None else default_generator(device)
