@@ -242,6 +242,30 @@ def call_inplace(op, target, *args, **attrs):
     return _call(op, (target,) + args, key, attrs, target)
 
 
+def call_foreach(op, targets, *args, **attrs):
+    """Rebind each of ``targets`` to the matching output of ``op(*targets, *args)`` (no history).
+
+    The multi-tensor update of optimizers (PyTorch's ``_foreach`` kernels):
+    one compiled kernel updates every parameter and state tensor at once.
+    """
+    if _state.grad_enabled and any(t._req for t in targets):
+        raise RuntimeError(f"{op.name}: in-place update of tensors that require grad must run under "
+                           "jgrad.no_grad() (optimizers do this in step()).")
+    key = tuple(attrs.items()) if attrs else ()
+    kernel = op._kernels.get(key) or op.kernel(key, attrs)
+    arrays = [t._value for t in targets]
+    arrays += [a._value if isinstance(a, Tensor) else a for a in args]
+    outs = kernel(*arrays)
+    if len(outs) != len(targets):
+        raise RuntimeError(f"{op.name} returned {len(outs)} values for {len(targets)} targets")
+    for t, o in zip(targets, outs):
+        if o.shape != t.shape:
+            raise RuntimeError(f"{op.name}: update of shape {list(o.shape)} for a tensor of shape {list(t.shape)}")
+        t._data = o.astype(t._data.dtype) if o.dtype != t._data.dtype else o
+        t._vc[0] += 1
+    return targets
+
+
 def _call(op, args, key, attrs, inplace):
     kernel = op._kernels.get(key) or op.kernel(key, attrs)
     dev = None

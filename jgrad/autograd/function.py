@@ -88,6 +88,7 @@ class BackwardCFunction(Node):
                 if r is not None:
                     raise RuntimeError(f"function {self.name()} returned a gradient different than None at position "
                                        f"{i + 1}, but the corresponding forward input was not a Variable")
+                out.append(None)
                 continue
             if r is not None and not isinstance(r, Tensor):
                 raise TypeError(f"function {self.name()} returned a {type(r).__name__} at position {i + 1}; "
