@@ -17,9 +17,11 @@ from . import ops
 from .ops import *  # noqa: F401,F403
 from .ops import from_jax, get_float32_matmul_precision, set_float32_matmul_precision
 from .ops.creation import from_numpy
-from . import random
+from . import random, streams
+from .streams import Event, Stream, StreamRaceError, current_stream, default_stream, set_stream, stream, synchronize
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from . import nn, optim  # noqa: E402
+from interop.dlpack import from_dlpack  # noqa: E402  (DLPack import; interop/ owns it)
 
 __version__ = "0.1.0"
 
@@ -32,12 +34,3 @@ def numel(t) -> int:
     return t.numel()
 
 
-def synchronize(device=None) -> None:
-    """Wait for all work queued on ``device`` (all devices when None) to finish."""
-    import jax
-    from ._dispatch import host_sync
-    host_sync(None, "jgrad.synchronize()")
-    (jax.effects_barrier if hasattr(jax, "effects_barrier") else lambda: None)()
-    for arr in jax.live_arrays():
-        if device is None or device in {d for d in arr.devices()}:
-            arr.block_until_ready()

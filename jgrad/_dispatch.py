@@ -17,13 +17,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import weakref
+
 from . import _dtype
+from ._device import get_default_device
 from ._tensor import Tensor
+from .streams import _current_for, _san as _sanitizing, _tls as _stream_tls, active_captures as _active_captures
+from .streams import check_access, host_read, record_new
 from .autograd.engine import task_should_compute_output
 from .autograd.grad_mode import state as _state
 from .autograd.node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
 
 _ALL_OPS: list = []
+_weakref = weakref.ref
 
 
 class Op:
@@ -159,49 +165,91 @@ class OpNode(Node):
         return self.op.name
 
     def release_variables(self):
+        self.released = True  # first: a concurrent apply() that read saved=None then sees it
         self.saved = None
         self.saved_out = None
-        self.released = True
 
     def apply(self, grads):
+        # Read the saved state once, then check `released`: another thread's backward over
+        # the same graph may release it meanwhile (PyTorch guards this with the node mutex).
+        saved_vars, saved_out = self.saved, self.saved_out
         if self.released:
             raise RuntimeError(_SECOND_BACKWARD)
         mask = tuple(task_should_compute_output(e) for e in self.next_edges)
         if not any(mask):
             return [None] * len(mask)
+        if all(g is None for g in grads):
+            return [None] * len(mask)  # codegen's any_grad_defined: undefined in, undefined out
         for i, g in enumerate(grads):
             if g is None:
                 meta = self.input_metadata[i]
                 grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
         if _state.grad_enabled:
-            return self._apply_with_graph(grads, mask)
-        saved = tuple(_checked(s, self) if type(s) is SavedVariable else s for s in self.saved) \
-            if self.saved is not None else ()
-        outs = tuple(_checked(s, self) for s in self.saved_out) if self.saved_out else ()
+            return self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
+        saved = tuple(_checked(s, self) if type(s) is SavedVariable else s for s in saved_vars) \
+            if saved_vars is not None else ()
+        outs = tuple(_checked(s, self) for s in saved_out) if saved_out else ()
         kernel = self.op.backward_kernel(self.key, self.attrs, mask, self.in_avals)
+        stream = self._stream
+        if _sanitizing[0]:
+            check_access([g for g in grads] + [_saved_view(s) for s in saved_vars or () if type(s) is SavedVariable],
+                         (), stream, self.name())
         res = kernel(saved, outs, tuple(g._value for g in grads))
-        dev, stream = self.device, self._stream
-        return [Tensor._make(r, dev, stream) if r is not None else None for r in res]
+        _track(stream, [r for r in res if r is not None])
+        dev = self.device
+        out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
+        if _sanitizing[0]:
+            record_new([t for t in out if t is not None], stream, self.name())
+        return out
 
-    def _apply_with_graph(self, grads, mask):
+    def _apply_with_graph(self, grads, mask, saved_vars, saved_out):
         """create_graph: dispatch the backward as an op, so it is itself differentiable."""
         bop = _derived_backward_op(self.op, self.key, self.attrs, mask, self.in_avals,
-                                   self.saved_layout(), len(grads))
-        saved = [s.unpack(self) if isinstance(s, SavedVariable) else s for s in self.saved if s is not None]
-        outs = [s.unpack(self) for s in self.saved_out] if self.saved_out else []
-        res = call(bop, *saved, *outs, *grads)
+                                   tuple(s is not None for s in saved_vars), len(grads))
+        saved = [s.unpack(self) if isinstance(s, SavedVariable) else s for s in saved_vars if s is not None]
+        outs = [s.unpack(self) for s in saved_out] if saved_out else []
+        flat = saved + outs + list(grads)
+        used = _DERIVED_USED.get(bop)
+        if used is None:
+            used = _DERIVED_USED[bop] = _used_inputs(bop, flat)
+        # Tensors the formula never reads go in as plain arrays, so the double-backward graph
+        # links only to what the derivative depends on (as PyTorch's formula-built graph does):
+        # grad(x * a, x) depends on a alone, and a later grad(., x) finds x unused.
+        keep = next((i for i, a in enumerate(flat) if isinstance(a, Tensor)), None) if not any(
+            u and isinstance(a, Tensor) for u, a in zip(used, flat)) else None
+        flat = [a._value if isinstance(a, Tensor) and not u and i != keep else a
+                for i, (a, u) in enumerate(zip(flat, used))]
+        res = call(bop, *flat)
         res = res if isinstance(res, tuple) else (res,)
         it = iter(res)
         return [next(it) if m and self.in_avals[i] is not None else None for i, m in enumerate(mask)]
 
     def saved_layout(self):
-        return tuple(s is not None for s in self.saved)
+        return tuple(s is not None for s in self.saved or ())
 
 
 def _checked(s, node):
     if s.vc[0] != s.version:
         s.check(node)
     return s.data
+
+
+_DERIVED_USED: dict = {}  # derived backward op -> which of its inputs its computation reads
+
+
+def _used_inputs(bop, flat):
+    """Trace ``bop``'s forward once and mark the inputs its outputs actually depend on."""
+    closed = jax.make_jaxpr(lambda *a: bop.forward(*a))(*[a._value if isinstance(a, Tensor) else a for a in flat])
+    jaxpr = closed.jaxpr
+
+    def is_var(v):
+        return not hasattr(v, "val")  # Literals carry .val; Vars (and DropVars) do not
+
+    live = {v for v in jaxpr.outvars if is_var(v)}
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or any(v in live for v in eqn.outvars if is_var(v)):
+            live.update(v for v in eqn.invars if is_var(v))
+    return tuple(v in live for v in jaxpr.invars)
 
 
 def _derived_backward_op(op, key, attrs, mask, in_avals, layout, n_grads):
@@ -285,14 +333,18 @@ def _call(op, args, key, attrs, inplace):
         else:
             arrays.append(a)
     if dev is None:
-        from ._device import get_default_device
         dev = get_default_device()
+    stream = _stream_tls.current.get(dev) or _current_for(dev)
+    if _sanitizing[0]:
+        check_access([a for a in args if isinstance(a, Tensor)], (inplace,) if inplace is not None else (),
+                     stream, op.name)
     out = kernel(*arrays)
     multi = type(out) is tuple
     outs = out if multi else (out,)
-    stream = None
+    _track(stream, outs)
     if inplace is not None:
         outs = (_inplace_result(op, inplace, outs[0]),) + tuple(outs[1:])
+        inplace._stream = stream
     record = req and op.differentiable and _state.grad_enabled
     if not record:
         if inplace is not None:
@@ -300,10 +352,25 @@ def _call(op, args, key, attrs, inplace):
             inplace._vc[0] += 1
             return inplace
         if not multi:
-            return Tensor._make(out, dev, stream)
-        return tuple(Tensor._make(o, dev, stream) for o in outs)
-    res = _record(op, key, attrs, args, outs, dev, stream, inplace)
+            res = Tensor._make(out, dev, stream)
+            if _sanitizing[0]:
+                record_new((res,), stream, op.name)
+            return res
+        res = tuple(Tensor._make(o, dev, stream) for o in outs)
+    else:
+        res = _record(op, key, attrs, args, outs, dev, stream, inplace)
+    if _sanitizing[0]:
+        record_new([t for t in res if t is not inplace], stream, op.name)
     return res if multi else res[0]
+
+
+def _track(stream, arrays):
+    """Remember (weakly) the work issued on ``stream``, for synchronize/query/events."""
+    p = stream._pending
+    for a in arrays:
+        p.append(_weakref(a))
+    if len(p) > 1024:
+        stream._pending = [r for r in p if r() is not None]
 
 
 def _inplace_result(op, target, res):
@@ -376,7 +443,18 @@ def _record(op, key, attrs, args, outs, dev, stream, inplace):
 
 # ---- host syncs and abstract tensors (capture fills these in) -------------------
 def host_sync(tensor, what: str) -> None:
-    """Called before a host read; capture turns it into an error."""
+    """Before a host read: an error during capture; a stream access for the sanitizer."""
+    for cap in list(_active_captures):
+        cap.on_host_sync(what)
+    if _sanitizing[0] and tensor is not None:
+        host_read(tensor, what)
+
+
+def _saved_view(s):
+    """A handle on a saved tensor's storage, for the sanitizer (shares its version counter)."""
+    t = Tensor._make(s.data, s.device, s.stream)
+    t._vc = s.vc
+    return t
 
 
 def materialize(tensor):

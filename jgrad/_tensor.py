@@ -369,8 +369,29 @@ class _RetainGradHook:
         if t is None or grad is None:
             return grad
         if t._grad is None:
-            g = grad.detach() if not _grad_state.grad_enabled else grad
-            t._grad = Tensor._make(g._data, g._device, g._stream) if g is grad else g
+            # PyTorch stores grad.clone(): under create_graph (grad mode on) the copy keeps
+            # the gradient's history; otherwise a fresh tensor object (values are immutable).
+            if _grad_state.grad_enabled and grad._req:
+                t._grad = grad.clone()
+            else:
+                t._grad = Tensor._make(grad._data, grad._device, grad._stream)
         else:
             t._grad = t._grad + grad
         return grad
+
+
+def _record_stream(self, stream) -> None:
+    """Mark this tensor as used on ``stream`` (``Tensor.record_stream``).
+
+    XLA frees a buffer only when no computation still uses it, so jgrad needs
+    no allocator bookkeeping; the stream is validated and remembered.
+    """
+    from .streams import Stream
+    if not isinstance(stream, Stream):
+        raise TypeError(f"record_stream(): argument 'stream' must be a jgrad.Stream, not {type(stream).__name__}")
+    if stream.device is not self._device:
+        raise RuntimeError(f"record_stream(): stream is on {stream.device} but the tensor is on {self._device}")
+    self.__dict__.setdefault("_recorded_streams", set()).add(stream)
+
+
+Tensor.record_stream = _record_stream

@@ -29,17 +29,23 @@ def sync_for_accumulation(var, producer, consumer):
     return _impl.sync_for_accumulation(var, producer, consumer)
 
 
+def accumulation_stream(consumer):
+    if _impl is None or consumer is None:
+        return _NULL
+    return _impl.accumulation_stream(consumer)
+
+
 def stash_current_streams(task):
     if _impl is not None:
         _impl.stash_current_streams(task)
 
 
 def sync_leaf_streams(task):
-    if _impl is not None and task.caller_current_streams:
+    if _impl is not None and task.caller_current_streams is not None:
         _impl.sync_leaf_streams(task)
 
 
 def caller_streams(task):
-    if _impl is None or not task.caller_current_streams:
+    if _impl is None or task.caller_current_streams is None:
         return _NULL
     return _impl.caller_streams(task)

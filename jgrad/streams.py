@@ -1,0 +1,492 @@
+"""Streams and events with PyTorch's semantics, and a happens-before sanitizer.
+
+JAX orders device work by data dependencies, so jgrad's streams do not
+reorder anything: they make PyTorch's contract observable. Every op stamps
+its outputs with the current stream of its device; ``Stream.synchronize``,
+``Stream.query`` and ``Event`` are real (they wait for, or report on, the
+JAX work issued on the stream); and the sanitizer checks every tensor access
+against vector clocks, raising ``StreamRaceError`` where a PyTorch program
+would race.
+
+Vector clocks: each stream has one (``_vc``: stream id -> time). An op on
+stream S ticks S's own entry; ``record``/``wait_event``/``wait_stream`` join
+clocks; the host has a clock too, which ``synchronize`` joins and which every
+stream inherits when the host issues work on it. An access on S is ordered
+after a write at (W, t) iff ``S._vc[W] >= t``.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+import weakref
+
+from ._device import device as _device, get_default_device
+
+_ids = itertools.count(1)
+_PRUNE_EVERY = 1024
+
+
+class StreamRaceError(RuntimeError):
+    """Two accesses to a tensor on different streams with no synchronization between them."""
+
+
+class Stream:
+    """An ordered queue of work on one device (``torch.cuda.Stream``); every device has them."""
+
+    __slots__ = ("id", "device", "priority", "_vc", "_pending", "_host_epoch", "_capture", "__weakref__")
+
+    def __init__(self, device=None, priority=0, *, _id=None):
+        self.device = _device(device) if device is not None else get_default_device()
+        self.priority = int(priority)
+        self.id = next(_ids) if _id is None else _id
+        self._vc = {self.id: 0}
+        self._pending = []
+        self._host_epoch = -1
+        self._capture = None
+
+    def __repr__(self):
+        return f"<jgrad.Stream device={self.device} id={self.id} priority={self.priority}>"
+
+    def __eq__(self, other):
+        return self is other
+
+    __hash__ = object.__hash__
+
+    def __enter__(self):
+        self._ctx = stream(self)
+        return self._ctx.__enter__()
+
+    # -- work tracking ------------------------------------------------------------
+    def _issued(self, arrays):
+        p = self._pending
+        for a in arrays:
+            p.append(weakref.ref(a))
+        if len(p) > _PRUNE_EVERY:
+            self._pending = [r for r in p if r() is not None]
+
+    def _live(self):
+        out = [r() for r in self._pending]
+        return [a for a in out if a is not None]
+
+    # -- PyTorch API ----------------------------------------------------------------
+    def wait_event(self, event: "Event") -> None:
+        """Make work issued on this stream from now on wait for ``event``."""
+        _check_capture_join(self, event)
+        if event._vc is not None:
+            _join(self._vc, event._vc)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        """Make work issued on this stream from now on wait for all work queued on ``stream``."""
+        if stream is self:
+            return
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        """Block the host until all work issued on this stream so far has finished."""
+        _host_sync_hook("Stream.synchronize()", self)
+        for a in self._live():
+            a.block_until_ready()
+        self._pending = []
+        _host_join(self._vc)
+
+    def query(self) -> bool:
+        """Whether all work issued on this stream so far has finished."""
+        live = self._live()
+        if all(a.is_ready() for a in live):
+            self._pending = []
+            return True
+        return False
+
+
+class Event:
+    """A marker in a stream: ``record``, ``wait``, ``query``, ``synchronize``, ``elapsed_time``."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.enable_timing = enable_timing
+        self.blocking = blocking
+        self._vc = None
+        self._arrays = None
+        self._stream = None
+        self._time = None
+        self._done = None
+
+    def __repr__(self):
+        state = "unrecorded" if self._vc is None else f"recorded on {self._stream}"
+        return f"<jgrad.Event {state}>"
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Capture the current state of ``stream`` (the current stream when None)."""
+        stream = current_stream() if stream is None else stream
+        self._stream = stream
+        self._vc = dict(stream._vc)
+        self._arrays = [weakref.ref(a) for a in stream._live()]
+        if stream._capture is not None:
+            stream._capture.on_event_record(self, stream)
+        if self.enable_timing:
+            self._time, self._done = None, threading.Event()
+            threading.Thread(target=self._stamp, daemon=True, name="jgrad-event-timer").start()
+
+    def _stamp(self):
+        for a in self._live():
+            a.block_until_ready()
+        self._time = time.perf_counter()
+        self._done.set()
+
+    def _live(self):
+        return [a for a in (r() for r in self._arrays or ()) if a is not None]
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Make ``stream`` (the current stream when None) wait for this event."""
+        (current_stream() if stream is None else stream).wait_event(self)
+
+    def query(self) -> bool:
+        return all(a.is_ready() for a in self._live())
+
+    def synchronize(self) -> None:
+        """Block the host until the work captured by this event has finished."""
+        _host_sync_hook("Event.synchronize()", self._stream)
+        for a in self._live():
+            a.block_until_ready()
+        if self._done is not None:
+            self._done.wait()
+        if self._vc is not None:
+            _host_join(self._vc)
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        if self._vc is None or end_event._vc is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        if not (self._done.is_set() and end_event._done.is_set()):
+            raise RuntimeError("Both events must be completed before calculating elapsed time: call "
+                               "end_event.synchronize() first.")
+        return (end_event._time - self._time) * 1000.0
+
+
+# ---- current and default streams (thread-local, per device) ---------------------------
+class _StreamTLS(threading.local):
+    def __init__(self):
+        self.current = {}
+
+
+_tls = _StreamTLS()
+_defaults: dict = {}
+_defaults_lock = threading.Lock()
+
+
+def default_stream(device=None) -> Stream:
+    """The default stream of ``device`` (the default device when None)."""
+    dev = _device(device) if device is not None else get_default_device()
+    s = _defaults.get(dev)
+    if s is None:
+        with _defaults_lock:
+            s = _defaults.get(dev)
+            if s is None:
+                s = _defaults[dev] = Stream(dev, _id=-(len(_defaults) + 1))
+    return s
+
+
+def current_stream(device=None) -> Stream:
+    """The stream ops on ``device`` go to in this thread."""
+    dev = _device(device) if device is not None else get_default_device()
+    s = _tls.current.get(dev)
+    return s if s is not None else default_stream(dev)
+
+
+def _current_for(dev) -> Stream:
+    """``current_stream`` for a jgrad device object (the per-op fast path)."""
+    s = _tls.current.get(dev)
+    if s is None:
+        s = _defaults.get(dev)
+        if s is None:
+            s = default_stream(dev)
+    return s
+
+
+def set_stream(s: Stream) -> None:
+    """Make ``s`` the current stream of its device in this thread."""
+    _tls.current[s.device] = s
+
+
+class stream:
+    """Context manager making ``s`` current for its device (``None`` does nothing); nestable."""
+
+    def __init__(self, s: Stream | None):
+        self.s = s
+
+    def __enter__(self):
+        s = self.s
+        if s is None:
+            return None
+        self.prev = _tls.current.get(s.device)
+        _tls.current[s.device] = s
+        return s
+
+    def __exit__(self, *exc):
+        s = self.s
+        if s is None:
+            return
+        if self.prev is None:
+            _tls.current.pop(s.device, None)
+        else:
+            _tls.current[s.device] = self.prev
+
+
+class _MultiStream:
+    """Make several streams current at once (one per device)."""
+
+    def __init__(self, streams):
+        self.ctxs = [stream(s) for s in streams]
+
+    def __enter__(self):
+        for c in self.ctxs:
+            c.__enter__()
+
+    def __exit__(self, *exc):
+        for c in reversed(self.ctxs):
+            c.__exit__(*exc)
+
+
+def synchronize(device=None) -> None:
+    """Block until all work on ``device`` (every device when None) has finished."""
+    _host_sync_hook("jgrad.synchronize()", None)
+    import jax
+    dev = _device(device) if device is not None else None
+    for arr in jax.live_arrays():
+        if dev is None or dev.jax_device in arr.devices():
+            arr.block_until_ready()
+    for s in _all_streams():
+        if dev is None or s.device is dev:
+            s._pending = []
+            _host_join(s._vc)
+
+
+_streams_registry = weakref.WeakSet()
+
+
+def _all_streams():
+    return list(_defaults.values()) + list(_streams_registry)
+
+
+_orig_init = Stream.__init__
+
+
+def _registering_init(self, *a, **k):
+    _orig_init(self, *a, **k)
+    _streams_registry.add(self)
+
+
+Stream.__init__ = _registering_init
+
+
+# ---- clocks ------------------------------------------------------------------------
+_host = {"vc": {}, "epoch": 0}
+
+
+def _join(into: dict, other: dict) -> None:
+    for k, v in other.items():
+        if into.get(k, 0) < v:
+            into[k] = v
+
+
+def _host_join(vc: dict) -> None:
+    _join(_host["vc"], vc)
+    _host["epoch"] += 1
+
+
+def _tick(s: Stream) -> int:
+    """The host issues one op on ``s``: inherit what the host knows, advance ``s``."""
+    if s._host_epoch != _host["epoch"]:
+        _join(s._vc, _host["vc"])
+        s._host_epoch = _host["epoch"]
+    t = s._vc[s.id] = s._vc.get(s.id, 0) + 1
+    return t
+
+
+# ---- hooks capture uses -------------------------------------------------------------
+# Captures under way register here (graphs -> streams, never the reverse): a host
+# sync during capture is an error they raise.
+active_captures: list = []
+
+
+def _host_sync_hook(what, s):
+    for cap in list(active_captures):
+        cap.on_host_sync(what)
+
+
+def _check_capture_join(s, event):
+    src = event._stream
+    if src is not None and src._capture is not None and s._capture is None:
+        src._capture.on_join(s)
+
+
+# ---- the sanitizer ---------------------------------------------------------------
+_san = [os.environ.get("JGRAD_STREAM_SANITIZER", "") not in ("", "0")]
+
+
+class sanitizer:
+    """Check every tensor access for stream races while active (``JGRAD_STREAM_SANITIZER=1``: always)."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.prev = _san[0]
+        _san[0] = self.enabled
+        return self
+
+    def __exit__(self, *exc):
+        _san[0] = self.prev
+
+
+def sanitizer_enabled() -> bool:
+    return _san[0]
+
+
+class _Access:
+    __slots__ = ("stream", "time", "site", "what")
+
+    def __init__(self, stream, t, site, what):
+        self.stream, self.time, self.site, self.what = stream, t, site, what
+
+
+_PKG_DIRS = (os.path.dirname(os.path.abspath(__file__)),
+             os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
+
+
+def _user_site() -> str:
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PKG_DIRS) and "contextlib" not in fn and "threading" not in fn:
+            return f"{fn}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+def _state(vc: list):
+    if len(vc) < 2:
+        vc.append([None, []])
+    return vc[1]
+
+
+def _ordered(prev: _Access, s: Stream) -> bool:
+    return prev.stream is s or s._vc.get(prev.stream.id, 0) >= prev.time
+
+
+def _race(tensor_desc, now: _Access, prev: _Access, kind):
+    return StreamRaceError(
+        f"Stream race on a tensor {tensor_desc}: {kind}. The {now.what} on {now.stream} at {now.site} is not "
+        f"ordered after the {prev.what} on {prev.stream} at {prev.site}. Synchronize them first, e.g. "
+        f"jgrad.current_stream().wait_stream(s) (or Event.record/wait, or synchronize()).")
+
+
+def _desc(t):
+    return f"(shape {list(t.shape)}, dtype {t.dtype})"
+
+
+def check_access(reads, writes, s: Stream, opname: str) -> None:
+    """Check and record one op on ``s`` reading ``reads`` and writing ``writes`` (tensors)."""
+    t = _tick(s)
+    site = _user_site()
+    for x in reads:
+        st = _state(x._vc)
+        w = st[0]
+        acc = _Access(s, t, site, f"read by {opname}")
+        if w is not None and not _ordered(w, s):
+            raise _race(_desc(x), acc, w, "read after write")
+        st[1].append(acc)
+    for x in writes:
+        st = _state(x._vc)
+        acc = _Access(s, t, site, f"write by {opname}")
+        if st[0] is not None and not _ordered(st[0], s):
+            raise _race(_desc(x), acc, st[0], "write after write")
+        for r in st[1]:
+            if not _ordered(r, s):
+                raise _race(_desc(x), acc, r, "write after read")
+        st[0], st[1][:] = acc, []
+
+
+def record_new(outputs, s: Stream, opname: str) -> None:
+    """Outputs of an op are fresh storage written on ``s``."""
+    t = s._vc.get(s.id, 0)
+    site = _user_site()
+    for x in outputs:
+        st = _state(x._vc)
+        st[0], st[1][:] = _Access(s, t, site, f"write by {opname}"), []
+
+
+def host_read(t, what: str) -> None:
+    """A host read (item/numpy/tolist): a read on the current stream, then its implicit sync."""
+    if not _san[0] or t is None:
+        return
+    s = _current_for(t._device)
+    check_access((t,), (), s, what)
+    _host_join(s._vc)
+
+
+# ---- Note [Streaming backwards], for the engine ------------------------------------
+class _EngineStreams:
+    """What engine.cpp does with streams, on jgrad streams (installed into the engine)."""
+
+    @staticmethod
+    def node_stream(fn):
+        s = fn._stream
+        return stream(s) if _tls.current.get(s.device) is not s else _NULL
+
+    @staticmethod
+    def sync_for_accumulation(var, producer, consumer):
+        # InputBuffer::add: accumulate on the consumer's stream, synced with the producer's.
+        if consumer is not None and producer is not None and consumer is not producer \
+                and consumer.device is producer.device:
+            consumer.wait_stream(producer)
+        return var
+
+    @staticmethod
+    def accumulation_stream(consumer):
+        return stream(consumer) if consumer is not None and _tls.current.get(consumer.device) is not consumer \
+            else _NULL
+
+    @staticmethod
+    def stash_current_streams(task):
+        task.caller_current_streams = dict(_tls.current)
+
+    @staticmethod
+    def sync_leaf_streams(task):
+        # The caller's *current* stream (not the default stream) waits on every leaf stream.
+        for leaf in task.leaf_streams:
+            caller = task.caller_current_streams.get(leaf.device) or default_stream(leaf.device)
+            if caller is not leaf:
+                caller.wait_stream(leaf)
+
+    @staticmethod
+    def caller_streams(task):
+        return _MultiStream(list(task.caller_current_streams.values()))
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+_NULL = _Null()
+
+
+def _install():
+    from .autograd import streams_bridge
+    streams_bridge.install(_EngineStreams)
+
+
+_install()
