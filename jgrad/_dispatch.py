@@ -159,12 +159,18 @@ def _backward_body(op, attrs, mask, in_avals):
 class OpNode(Node):
     """The backward node of one dispatched op (``MulBackward0`` ...)."""
 
-    __slots__ = ("op", "key", "attrs", "saved", "saved_out", "in_avals", "device", "released")
+    # tensor_pos: the positional inputs that are Tensors (None: all are). Only they get an
+    # edge, as in PyTorch (`x * 2` is MulBackward with one next function); backward kernels
+    # stay positional (masks and results are scattered/gathered through tensor_pos).
+    __slots__ = ("op", "key", "attrs", "saved", "saved_out", "in_avals", "device", "released", "tensor_pos")
 
     def name(self):
         return self.op.name
 
     def release_variables(self):
+        saved = self.saved
+        if not self.saved_out and not (saved and any(type(s) is SavedVariable for s in saved)):
+            return  # nothing saved (scalars are attributes): it may run again, as in PyTorch
         self.released = True  # first: a concurrent apply() that read saved=None then sees it
         self.saved = None
         self.saved_out = None
@@ -175,21 +181,41 @@ class OpNode(Node):
         saved_vars, saved_out = self.saved, self.saved_out
         if self.released:
             raise RuntimeError(_SECOND_BACKWARD)
-        mask = tuple(task_should_compute_output(e) for e in self.next_edges)
+        edges = self.next_edges
+        mask = tuple(task_should_compute_output(e) for e in edges)
         if not any(mask):
-            return [None] * len(mask)
+            return [None] * len(edges)
         if all(g is None for g in grads):
-            return [None] * len(mask)  # codegen's any_grad_defined: undefined in, undefined out
+            return [None] * len(edges)  # codegen's any_grad_defined: undefined in, undefined out
+        pos = self.tensor_pos
+        if pos is not None:  # positional mask for the kernel
+            full = [False] * len(self.in_avals)
+            for j, p in enumerate(pos):
+                full[p] = mask[j]
+            mask = tuple(full)
         for i, g in enumerate(grads):
             if g is None:
                 meta = self.input_metadata[i]
                 grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
         if _state.grad_enabled:
-            return self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
-        saved = tuple(_checked(s, self) if type(s) is SavedVariable else s for s in saved_vars) \
-            if saved_vars is not None else ()
-        outs = tuple(_checked(s, self) for s in saved_out) if saved_out else ()
+            out = self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
+            return out if pos is None else [out[p] for p in pos]
         kernel = self.op.backward_kernel(self.key, self.attrs, mask, self.in_avals)
+        if saved_out or (saved_vars and any(type(s) is SavedVariable for s in saved_vars)):
+            # Version-check only what this kernel reads: PyTorch saves (and checks) only what a
+            # formula uses, while a jax.vjp-derived backward saves every input (indexing reads
+            # just the shape of its base, which may then be written in place).
+            rk = (self.op, self.key, mask, self.in_avals)
+            reads = _KERNEL_READS.get(rk)
+            if reads is None:
+                reads = _KERNEL_READS[rk] = _kernel_reads(kernel, saved_vars or (), saved_out or (), grads)
+            saved = tuple((_checked(s, self) if r else s.data) if type(s) is SavedVariable else s
+                          for s, r in zip(saved_vars, reads[0])) if saved_vars is not None else ()
+            outs = tuple(_checked(s, self) if r else s.data for s, r in zip(saved_out, reads[1])) \
+                if saved_out else ()
+        else:
+            saved = tuple(saved_vars) if saved_vars is not None else ()
+            outs = ()
         stream = self._stream
         if _sanitizing[0]:
             check_access([g for g in grads] + [_saved_view(s) for s in saved_vars or () if type(s) is SavedVariable],
@@ -200,25 +226,28 @@ class OpNode(Node):
         out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
         if _sanitizing[0]:
             record_new([t for t in out if t is not None], stream, self.name())
-        return out
+        return out if pos is None else [out[p] for p in pos]
 
     def _apply_with_graph(self, grads, mask, saved_vars, saved_out):
         """create_graph: dispatch the backward as an op, so it is itself differentiable."""
         bop = _derived_backward_op(self.op, self.key, self.attrs, mask, self.in_avals,
                                    tuple(s is not None for s in saved_vars), len(grads))
-        saved = [s.unpack(self) if isinstance(s, SavedVariable) else s for s in saved_vars if s is not None]
-        outs = [s.unpack(self) for s in saved_out] if saved_out else []
-        flat = saved + outs + list(grads)
+        saved = [s for s in saved_vars if s is not None]
+        outs = list(saved_out) if saved_out else []
         used = _DERIVED_USED.get(bop)
         if used is None:
-            used = _DERIVED_USED[bop] = _used_inputs(bop, flat)
-        # Tensors the formula never reads go in as plain arrays, so the double-backward graph
-        # links only to what the derivative depends on (as PyTorch's formula-built graph does):
-        # grad(x * a, x) depends on a alone, and a later grad(., x) finds x unused.
-        keep = next((i for i, a in enumerate(flat) if isinstance(a, Tensor)), None) if not any(
-            u and isinstance(a, Tensor) for u, a in zip(used, flat)) else None
-        flat = [a._value if isinstance(a, Tensor) and not u and i != keep else a
-                for i, (a, u) in enumerate(zip(flat, used))]
+            raw = [s.data if type(s) is SavedVariable else s for s in saved + outs] + [g._value for g in grads]
+            used = _DERIVED_USED[bop] = _used_inputs(bop, raw)
+        # Saved tensors the formula never reads go in as plain arrays (and are not version-
+        # checked), so the double-backward graph links only to what the derivative depends on,
+        # as PyTorch's formula-built graph does: grad(x * a, x) depends on a alone, and a later
+        # grad(., x) finds x unused.
+        n = len(saved) + len(outs)
+        flat = [(s.unpack(self) if u else s.data) if type(s) is SavedVariable else s
+                for s, u in zip(saved + outs, used)]
+        flat += [g if u else g._value for g, u in zip(grads, used[n:])]
+        if not any(isinstance(a, Tensor) for a in flat):
+            flat[n] = grads[0]  # keep one Tensor argument: the result's device and stream come from it
         res = call(bop, *flat)
         res = res if isinstance(res, tuple) else (res,)
         it = iter(res)
@@ -235,21 +264,49 @@ def _checked(s, node):
 
 
 _DERIVED_USED: dict = {}  # derived backward op -> which of its inputs its computation reads
+_KERNEL_READS: dict = {}  # (op, key, mask, in_avals) -> (saved entries read, saved outputs read)
+
+
+def _is_var(v):
+    return not hasattr(v, "val")  # Literals carry .val; Vars (and DropVars) do not
+
+
+def _live_invars(jaxpr, live_out=None):
+    """Dead-code analysis: which invars of ``jaxpr`` the (live) outputs depend on."""
+    outs = jaxpr.outvars
+    live = {v for v, lv in zip(outs, live_out or [True] * len(outs)) if lv and _is_var(v)}
+    for eqn in reversed(jaxpr.eqns):
+        outs_live = [_is_var(v) and v in live for v in eqn.outvars]
+        if not (eqn.effects or any(outs_live)):
+            continue
+        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+        inner = getattr(inner, "jaxpr", inner)
+        if (not eqn.effects and hasattr(inner, "eqns") and len(inner.invars) == len(eqn.invars)
+                and len(inner.outvars) == len(eqn.outvars)):  # pjit / closed_call: look inside
+            live.update(v for v, lv in zip(eqn.invars, _live_invars(inner, outs_live)) if lv and _is_var(v))
+        else:
+            live.update(v for v in eqn.invars if _is_var(v))
+    return [v in live for v in jaxpr.invars]
 
 
 def _used_inputs(bop, flat):
     """Trace ``bop``'s forward once and mark the inputs its outputs actually depend on."""
-    closed = jax.make_jaxpr(lambda *a: bop.forward(*a))(*[a._value if isinstance(a, Tensor) else a for a in flat])
-    jaxpr = closed.jaxpr
+    closed = jax.make_jaxpr(lambda *a: bop.forward(*a))(*flat)
+    return tuple(_live_invars(closed.jaxpr))
 
-    def is_var(v):
-        return not hasattr(v, "val")  # Literals carry .val; Vars (and DropVars) do not
 
-    live = {v for v in jaxpr.outvars if is_var(v)}
-    for eqn in reversed(jaxpr.eqns):
-        if eqn.effects or any(v in live for v in eqn.outvars if is_var(v)):
-            live.update(v for v in eqn.invars if is_var(v))
-    return tuple(v in live for v in jaxpr.invars)
+def _kernel_reads(kernel, saved, saved_out, grads):
+    """Which saved entries and saved outputs a compiled backward kernel actually reads."""
+    saved_raw = tuple(s.data if type(s) is SavedVariable else s for s in saved)
+    outs_raw = tuple(s.data for s in saved_out)
+    closed = jax.make_jaxpr(kernel)(saved_raw, outs_raw, tuple(g._value for g in grads))
+    flags = iter(_live_invars(closed.jaxpr))
+    leaves = jax.tree_util.tree_leaves
+
+    def take(x):
+        return any([next(flags) for _ in leaves(x)])
+
+    return tuple(take(x) for x in saved_raw), tuple(take(x) for x in outs_raw)
 
 
 def _derived_backward_op(op, key, attrs, mask, in_avals, layout, n_grads):
@@ -389,12 +446,16 @@ def _record(op, key, attrs, args, outs, dev, stream, inplace):
     node = OpNode.__new__(OpNode)
     edges = []
     in_avals = []
-    for a in args:
+    pos = None
+    for i, a in enumerate(args):
         if isinstance(a, Tensor):
             edges.append(gradient_edge(a))
             in_avals.append((a.shape, a._data.dtype if a._data is not None else a._aval.dtype))
+            if pos is not None:
+                pos.append(i)
         else:
-            edges.append(None)
+            if pos is None:
+                pos = list(range(i))  # a non-Tensor argument (scalar, None): no edge for it
             in_avals.append(None)
     save = op.save
     if save is None:
@@ -436,6 +497,7 @@ def _record(op, key, attrs, args, outs, dev, stream, inplace):
     node._stream = stream
     node.op, node.key, node.attrs, node.device, node.released = op, key, attrs, dev, False
     node.in_avals = tuple(in_avals)
+    node.tensor_pos = tuple(pos) if pos is not None else None
     node.saved = saved
     node.saved_out = [SavedVariable(t, is_output=True) for t, _ in results] if op.save_outputs else None
     return tuple(t for t, _ in results)

@@ -13,7 +13,8 @@ from .node import Node, gradient_edge
 
 __all__ = ["backward", "grad", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly", "gradcheck",
-           "gradgradcheck", "GradcheckError", "queue_callback", "set_multithreading_enabled", "Node",
+           "gradgradcheck", "GradcheckError", "queue_callback", "set_multithreading_enabled",
+           "is_multithreading_enabled", "Node",
            "set_grad_trimming", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
 
 
@@ -130,7 +131,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
                                    "Set allow_unused=True if this is the desired behavior.")
             if materialize_grads:
-                r = t.new_zeros(t.shape)
+                # zeros_like(input, requires_grad=create_graph): differentiable again under create_graph
+                r = t.new_zeros(t.shape, requires_grad=bool(create_graph))
         out.append(r)
     return tuple(out)
 
@@ -138,6 +140,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 def queue_callback(callback) -> None:
     """Run ``callback()`` once the running backward has computed every gradient."""
     _engine.queue_callback(callback)
+
+
+def is_multithreading_enabled() -> bool:
+    """Whether backward may run device work on the engine's device threads (this thread's setting)."""
+    return _state.multithreading_enabled
 
 
 class set_multithreading_enabled:

@@ -1,6 +1,7 @@
 """Anomaly mode: forward tracebacks on nodes and NaN checks on backward outputs."""
 from __future__ import annotations
 
+import os
 import traceback
 import warnings
 
@@ -9,20 +10,59 @@ import jax.numpy as jnp
 from .grad_mode import state as _state
 
 
+_JGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# python_anomaly_mode.h keeps both in the node's metadata dict under these keys.
+ANOMALY_TRACE_KEY = "traceback_"
+ANOMALY_PARENT_KEY = "parent_"
+
+
 def record_forward_trace(node) -> None:
-    node._anomaly_trace = "".join(traceback.format_stack()[:-3])
+    """Node constructor in anomaly mode: store_stack() and assign_parent(current node)."""
+    frames = traceback.extract_stack()
+    # Drop the trailing frames inside jgrad itself (dispatcher, Function.apply, Node.__init__):
+    # the trace ends at the user's line that created the node.
+    end = len(frames)
+    while end > 1 and frames[end - 1].filename.startswith(_JGRAD_DIR):
+        end -= 1
+    stack = traceback.format_list(frames[:end])
+    node._anomaly_trace = "".join(stack)
+    meta = node.metadata
+    meta[ANOMALY_TRACE_KEY] = stack
+    from .engine import _tls
+    parent = _tls.current_node  # set while the engine evaluates a node (create_graph backward)
+    if parent is not None:
+        meta[ANOMALY_PARENT_KEY] = parent
+
+
+def _trace_messages(fn):
+    """print_stack(): the failing node's forward trace, then those of the nodes that induced it."""
+    trace = fn._anomaly_trace
+    if trace is None:
+        msgs = [f"Error detected in {fn.name()}. No forward pass information available. Enable detect anomaly "
+                "during forward pass for more information."]
+    else:
+        msgs = [f"Error detected in {fn.name()}. Traceback of forward call that caused the error:\n{trace}"]
+    seen = {id(fn)}
+    parent = fn._metadata.get(ANOMALY_PARENT_KEY) if fn._metadata else None
+    while parent is not None and id(parent) not in seen:
+        seen.add(id(parent))
+        ptrace = parent._anomaly_trace
+        if ptrace is None:
+            msgs.append(f"Error detected in {parent.name()}. No forward pass information available. Enable "
+                        "detect anomaly during forward pass for more information.")
+        else:
+            msgs.append(f"\n\nPrevious calculation was induced by {parent.name()}. Traceback of forward call "
+                        f"that induced the previous calculation:\n{ptrace}")
+        parent = parent._metadata.get(ANOMALY_PARENT_KEY) if parent._metadata else None
+    return msgs
 
 
 def report_forward_trace(fn, exc) -> None:
-    trace = fn._anomaly_trace
-    if trace is None:
-        msg = (f"Error detected in {fn.name()}. No forward pass information available. Enable detect anomaly "
-               "during forward pass for more information.")
-    else:
-        msg = f"Error detected in {fn.name()}. Traceback of forward call that caused the error:\n{trace}"
-    warnings.warn(msg, UserWarning, stacklevel=2)
-    if hasattr(exc, "add_note"):
-        exc.add_note(msg)
+    """Warn with the forward traceback of ``fn`` (and its parents) and attach it to ``exc``."""
+    for msg in _trace_messages(fn):
+        warnings.warn(msg, UserWarning, stacklevel=2)
+        if hasattr(exc, "add_note"):
+            exc.add_note(msg)
 
 
 def check_nan(fn, outputs) -> None:

@@ -35,6 +35,7 @@ class _EngineTLS(threading.local):
         self.total_depth = 0
         self.local_ready_queue = None
         self.graph_task = None
+        self.current_node = None  # engine.cpp's NodeGuard (anomaly mode links parents through it)
         self.warning_buffer = None
 
 
@@ -111,6 +112,9 @@ class GraphTask:
         self.callbacks_lock = threading.Lock()
         self.future = _Future()
         self.owner = None
+        # The Python thread that waits on the future: warnings raised on any other
+        # thread are buffered and replayed on it (engine.cpp's warning_handler_).
+        self.owner_thread = threading.get_ident()
         self.warnings: list = []
         self.anomaly = (_state.anomaly_enabled, _state.anomaly_check_nan)
         self.multithreading = _state.multithreading_enabled
@@ -121,7 +125,6 @@ class GraphTask:
     def init_to_execute(self, graph_root, outputs, accumulate_grad, min_topo_nr):
         """Mark which nodes must run so gradients reach ``outputs`` (engine.cpp's DFS)."""
         exec_info = self.exec_info
-        exec_info.setdefault(graph_root, _ExecInfo()).needed = True
         output_idx = 0
         for fn, input_nr in outputs:
             info = exec_info.setdefault(fn, _ExecInfo())
@@ -133,6 +136,9 @@ class GraphTask:
                 info.captures.append((input_nr, output_idx))
                 output_idx += 1
         self.captured_vars = [None] * output_idx
+        # The root starts as not needed (engine.cpp emplaces a default ExecInfo): it runs
+        # only if some output is reachable from it, so an unreachable input runs nothing.
+        exec_info.setdefault(graph_root, _ExecInfo())
 
         def should_execute(fn):
             info = exec_info.get(fn)
@@ -163,22 +169,33 @@ class GraphTask:
                 if should_execute(fn) and stack:
                     exec_info.setdefault(stack[-1][0], _ExecInfo()).needed = True
 
-    def set_exception(self, exc, fn):
+    def set_exception_without_signal(self, exc, fn):
         with self.mutex:
             first = not self.has_error
             self.has_error = True
-            if first and fn is not None and self.anomaly[0]:
-                from .anomaly import report_forward_trace
-                report_forward_trace(fn, exc)
-            if not self.future_completed:
-                self.future_completed = True
-                self.future.set_error(exc)
+        if first and fn is not None and self.anomaly[0]:
+            from .anomaly import report_forward_trace
+            report_forward_trace(fn, exc)
+
+    def set_exception(self, exc, fn):
+        self.set_exception_without_signal(exc, fn)
+        self._signal_error(exc)
+
+    def _signal_error(self, exc):
+        with self.mutex:
+            if self.future_completed:
+                return
+            self.future_completed = True
+        self.future.set_error(exc)
 
     def exec_post_processing(self):
         if self.not_ready:
             raise RuntimeError("could not compute gradients for some functions")
         previous = _tls.graph_task
         _tls.graph_task = self  # more callbacks can be queued by callbacks
+        # Callbacks run with the task's thread-local state (ThreadLocalStateGuard: grad mode
+        # is create_graph, anomaly and multithreading modes those of the caller).
+        prev_state = _swap_state(self)
         try:
             streams_bridge.sync_leaf_streams(self)
             with streams_bridge.caller_streams(self):
@@ -191,6 +208,7 @@ class GraphTask:
                     cb()
                     i += 1
         finally:
+            _restore_state(prev_state)
             _tls.graph_task = previous
 
     def mark_as_completed_and_run_post_processing(self):
@@ -203,13 +221,20 @@ class GraphTask:
         if done:
             self.future.wait()
             return
+        buf = _begin_warning_capture(self)
         try:
             self.exec_post_processing()
             with self.mutex:
                 captured, self.captured_vars = self.captured_vars, []
-            self.future.set_result(captured)
+            error = None
         except BaseException as e:  # noqa: BLE001 - any error must reach the caller
-            self.future.set_error(e)
+            error = e
+        finally:
+            _end_warning_capture(self, buf)  # before the owner wakes up and replays them
+        if error is None:
+            self.future.set_result(captured)
+        else:
+            self.future.set_error(error)
 
 
 class NodeTask:
@@ -235,10 +260,12 @@ class ReadyQueue:
             key = (1, 0, 0)
         else:
             key = (2, -task.graph_task.reentrant_depth, -task.fn.sequence_nr)
+        if increment_outstanding and task.graph_task is not None:
+            # engine.cpp bumps an atomic; here the task's mutex, taken before (never
+            # inside) the queue's lock, so no two locks are ever held in opposite order.
+            with task.graph_task.mutex:
+                task.graph_task.outstanding_tasks += 1
         with self.cv:
-            if increment_outstanding and task.graph_task is not None:
-                with task.graph_task.mutex:
-                    task.graph_task.outstanding_tasks += 1
             heapq.heappush(self.heap, (key, next(self._tiebreak), task))
             self.cv.notify()
 
@@ -265,7 +292,11 @@ class InputBuffer:
             return
         var = streams_bridge.sync_for_accumulation(var, producer_stream, consumer_stream)
         old = self.buffer[pos]
-        self.buffer[pos] = var if old is None else old + var
+        if old is None:
+            self.buffer[pos] = var
+        else:
+            with streams_bridge.accumulation_stream(consumer_stream):
+                self.buffer[pos] = old + var
 
     def device(self):
         for v in self.buffer:
@@ -294,7 +325,10 @@ def validate_outputs(edges, grads, format_error):
                     f"invalid gradient at index {i} - got {list(grad.shape)} but expected shape compatible "
                     f"with {list(meta.shape)}"))
         if grad.dtype is not meta.dtype:
-            if not (grad.dtype.is_floating_point or grad.dtype.is_complex):
+            # engine.cpp: TORCH_CHECK(isFloatingType(grad) || input_is_complex == grad_is_complex),
+            # then cast. So integer and bool gradients are cast too; only a complex gradient
+            # for a real input (or an integer one for a complex input) is refused.
+            if not grad.dtype.is_floating_point and meta.dtype.is_complex != grad.dtype.is_complex:
                 raise RuntimeError(format_error(
                     f"invalid gradient at index {i} - expected dtype {meta.dtype} but got {grad.dtype}"))
             grad = grad.to(meta.dtype)
@@ -317,16 +351,32 @@ def _expandable(shape, to_shape):
 
 
 # ---- hooks, in NOTE [Hooks ordering] order ------------------------------------
+def _hook_name(hook):
+    return getattr(hook, "__name__", "<unknown>")
+
+
 def _apply_hook_result(hook, old, new, what):
+    """python_hook.cpp check_single_result: None keeps the value, a tensor must match it."""
     if new is None:
         return old
     if not isinstance(new, Tensor):
-        raise TypeError(f"expected a Tensor or None from {what} hook {getattr(hook, '__name__', hook)!r}, "
+        raise TypeError(f"expected a Tensor or None from {what} hook '{_hook_name(hook)}', "
                         f"but got {type(new).__name__}")
-    if old is not None and new.shape != old.shape:
-        raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of value: "
+    if old is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if new.dtype is not old.dtype or new._device is not old._device:
+        was, got = (old.dtype, new.dtype) if new.dtype is not old.dtype else (old._device, new._device)
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the type of value (was {was} got {got})")
+    if new.shape != old.shape:
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value: "
                            f"expected {list(old.shape)} but got {list(new.shape)}")
     return new
+
+
+def _check_count(hook, res, n):
+    if len(res) != n:
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has returned an incorrect number of values "
+                           f"(got {len(res)}, but expected {n})")
 
 
 def call_tensor_pre_hooks(fn, inputs):
@@ -343,8 +393,7 @@ def _call_pre_hooks(fn, inputs):
         res = hook(tuple(inputs))
         if res is not None:
             res = list(res) if isinstance(res, (tuple, list)) else [res]
-            if len(res) != len(inputs):
-                raise RuntimeError(f"pre-hook of {fn.name()} returned {len(res)} gradients, expected {len(inputs)}")
+            _check_count(hook, res, len(inputs))
             inputs = [_apply_hook_result(hook, o, n, "pre") for o, n in zip(inputs, res)]
     return inputs
 
@@ -354,8 +403,7 @@ def _call_post_hooks(fn, outputs, inputs):
         res = hook(tuple(outputs), tuple(inputs))
         if res is not None:
             res = list(res) if isinstance(res, (tuple, list)) else [res]
-            if len(res) != len(outputs):
-                raise RuntimeError(f"post-hook of {fn.name()} returned {len(res)} gradients, expected {len(outputs)}")
+            _check_count(hook, res, len(outputs))
             outputs = [_apply_hook_result(hook, o, n, "post") for o, n in zip(outputs, res)]
     return outputs
 
@@ -391,43 +439,112 @@ def current_execution_order():
     """The nodes the running backward will execute, in order (engine.cpp)."""
     task = _tls.graph_task
     if task is None:
-        return []
+        # torch._C._current_graph_task_execution_order raises on an empty order.
+        raise RuntimeError("current_execution_order should only be called during the backward pass")
     if task.multithreading:
         raise RuntimeError(
-            "current_execution_order expects the current backward to be executed with multithreading "
+            "get_current_graph_task_execution_order expects the current backward to be executed with multithreading "
             "disabled, e.g. by running:\n\n>>> with jgrad.autograd.set_multithreading_enabled(False):\n"
             "...     jgrad.autograd.grad(...)\n")
     check = bool(task.exec_info)
-    out, seen = [], set()
-    heap = [(-fn.sequence_nr, next(ReadyQueue._tiebreak), fn) for fn in task.graph_roots]
+
+    def should_execute(fn):
+        info = task.exec_info.get(fn)
+        return info is not None and info.should_execute()
+
+    # Dependencies must be counted too (upstream's fix of this function): an AccumulateGrad
+    # (sequence_nr UINT64_MAX) with several inputs runs only once all of them arrived.
+    # Counted afresh here: the task's own counts are consumed as the backward runs.
+    deps: dict = {}
+    seen = set(task.graph_roots)
+    stack = list(task.graph_roots)
+    while stack:
+        fn = stack.pop()
+        for edge in fn.next_edges:
+            if edge is None or (check and not should_execute(edge[0])):
+                continue
+            nxt = edge[0]
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    out = []
+    heap = [(-fn.sequence_nr, next(ReadyQueue._tiebreak), fn) for fn in dict.fromkeys(task.graph_roots)
+            if fn not in deps]
     heapq.heapify(heap)
     while heap:
         fn = heapq.heappop(heap)[2]
-        if fn in seen:
-            continue
-        seen.add(fn)
         out.append(fn)
         for edge in fn.next_edges:
-            if edge is None:
+            if edge is None or (check and not should_execute(edge[0])):
                 continue
             nxt = edge[0]
-            if check:
-                info = task.exec_info.get(nxt)
-                if info is None or not info.should_execute():
-                    continue
-            heapq.heappush(heap, (-nxt.sequence_nr, next(ReadyQueue._tiebreak), nxt))
+            deps[nxt] -= 1
+            if deps[nxt] == 0:
+                heapq.heappush(heap, (-nxt.sequence_nr, next(ReadyQueue._tiebreak), nxt))
     return out
 
 
 # ---- warnings raised in worker threads reach the caller ----------------------
-_original_showwarning = warnings.showwarning
+# engine.cpp installs the graph task's warning handler on every thread that runs
+# one of its nodes and replays the buffered warnings on the caller once the
+# future completes (PR 66235). Python's equivalent hook is warnings._showwarnmsg:
+# the C warn() looks it up on the module at each call, after the filters ran in
+# the warning thread, and catch_warnings() leaves it alone (it swaps
+# showwarning/_showwarnmsg_impl), so a backward started inside pytest.warns or
+# catch_warnings(record=True) still gets the warnings on the caller.
+_original_showwarnmsg = warnings._showwarnmsg
 
 
-def _relay_showwarning(message, category, filename, lineno, file=None, line=None):
+def _relay_showwarnmsg(msg):
     buf = _tls.warning_buffer
     if buf is None:
-        return _original_showwarning(message, category, filename, lineno, file, line)
-    buf.append((message, category, filename, lineno))
+        return _original_showwarnmsg(msg)
+    buf.append(msg)
+
+
+warnings._showwarnmsg = _relay_showwarnmsg
+
+
+def _begin_warning_capture(task):
+    """Start buffering this thread's warnings for ``task`` unless it is the owner thread."""
+    if threading.get_ident() == task.owner_thread:
+        return None
+    prev = _tls.warning_buffer
+    _tls.warning_buffer = []
+    return prev, _tls.warning_buffer
+
+
+def _end_warning_capture(task, token):
+    if token is None:
+        return
+    prev, buf = token
+    _tls.warning_buffer = prev
+    if buf:
+        with task.mutex:
+            task.warnings.extend(buf)
+
+
+def _replay_warnings(task):
+    """Re-emit (on the calling thread) the warnings other threads raised for ``task``."""
+    with task.mutex:
+        msgs, task.warnings = task.warnings, []
+    for msg in msgs:
+        # The filters already ran where the warning was raised; a caller that is itself
+        # a worker of an outer backward buffers it again for that backward's caller.
+        warnings._showwarnmsg(msg)
+
+
+def _swap_state(task):
+    prev = (_state.grad_enabled, _state.anomaly_enabled, _state.anomaly_check_nan, _state.multithreading_enabled)
+    _state.grad_enabled = task.grad_mode
+    _state.anomaly_enabled, _state.anomaly_check_nan = task.anomaly
+    _state.multithreading_enabled = task.multithreading
+    return prev
+
+
+def _restore_state(prev):
+    _state.grad_enabled, _state.anomaly_enabled, _state.anomaly_check_nan, _state.multithreading_enabled = prev
 
 
 class Engine:
@@ -462,14 +579,11 @@ class Engine:
                 ready.append(started)
             for e in ready:
                 e.wait()
-            if devs:
-                warnings.showwarning = _relay_showwarning
             self._started = True
 
     def _device_thread(self, dev, queue, started):
         _tls.worker_device = dev
         _tls.local_ready_queue = queue
-        _tls.warning_buffer = []
         started.set()
         self.thread_main(None)
 
@@ -522,24 +636,24 @@ class Engine:
                     self._ready_queue_by_owner(local.cpu_ready_queue, local.owner).push(NodeTask(local, None, None))
 
     def _run_task(self, local, task):
-        prev = (_tls.graph_task, _state.grad_enabled, _state.anomaly_enabled, _state.anomaly_check_nan,
-                _state.multithreading_enabled)
-        _tls.graph_task = local
-        _state.grad_enabled = local.grad_mode
-        _state.anomaly_enabled, _state.anomaly_check_nan = local.anomaly
-        _state.multithreading_enabled = local.multithreading
-        buf = _tls.warning_buffer
+        # ThreadLocalStateGuard + GraphTaskGuard + NodeGuard + WarningHandlerGuard of thread_main.
+        prev_task, prev_node = _tls.graph_task, _tls.current_node
+        _tls.graph_task, _tls.current_node = local, task.fn
+        prev_state = _swap_state(local)
+        capture = _begin_warning_capture(local)
+        error = None
         try:
             self.evaluate_function(local, task.fn, task.inputs, local.cpu_ready_queue)
         except BaseException as e:  # noqa: BLE001 - delivered to the caller with its traceback
-            local.set_exception(e, task.fn)
+            error = e
+            # The anomaly report is a warning of this thread: emit it while it is still captured.
+            local.set_exception_without_signal(e, task.fn)
         finally:
-            (_tls.graph_task, _state.grad_enabled, _state.anomaly_enabled, _state.anomaly_check_nan,
-             _state.multithreading_enabled) = prev
-            if buf:
-                with local.mutex:
-                    local.warnings.extend(buf)
-                buf.clear()
+            _restore_state(prev_state)
+            _tls.graph_task, _tls.current_node = prev_task, prev_node
+            _end_warning_capture(local, capture)
+        if error is not None:
+            local._signal_error(error)  # only now may the owner wake up and replay the warnings
 
     def evaluate_function(self, task, fn, input_buffer, cpu_queue):
         with streams_bridge.node_stream(fn):
@@ -639,8 +753,7 @@ class Engine:
         self._execute_with_graph_task(task, graph_root, buf)
         task.future.wait()
         if task.warnings:
-            for message, category, filename, lineno in task.warnings:
-                warnings.warn_explicit(message, category, filename, lineno)
+            _replay_warnings(task)
         if task.future.error is not None:
             raise task.future.error
         return task.future.value

@@ -68,7 +68,7 @@ class BackwardCFunction(Node):
         ctx = self.ctx
         if getattr(ctx, "materialize_grads", True):
             for i, g in enumerate(grads):
-                if g is None:
+                if g is None and self.input_metadata[i].dtype is not None:  # non-Tensor outputs get None
                     m = self.input_metadata[i]
                     from ..ops.creation import zeros
                     grads[i] = zeros(m.shape, dtype=m.dtype, device=m.device)
@@ -170,6 +170,10 @@ class Function(metaclass=_FunctionMeta):
         Node.__init__(node, edges, tuple(metas))
         node.ctx, node.fn_cls, node.is_tensor_input = ctx, cls, is_tensor
         ctx._node = node
+        first = next((a for a in args if isinstance(a, Tensor)), None)
+        if first is not None:
+            from ..streams import _current_for
+            node._stream = _current_for(first._device)  # backward runs on the forward's stream
         out_ids = {id(t): True for t in wrapped if isinstance(t, Tensor)}
         to_save = getattr(ctx, "to_save", ())
         ctx._saved = [SavedVariable(t, is_output=id(t) in out_ids and t._grad_fn is node) if t is not None else None

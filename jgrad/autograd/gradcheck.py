@@ -19,14 +19,16 @@ def _as_tuple(x):
 
 def _eval(func, inputs):
     with no_grad():
-        return tuple(np.asarray(o._value, dtype=np.complex128 if o.dtype.is_complex else np.float64)
+        return tuple(np.array(o._value, dtype=np.complex128 if o.dtype.is_complex else np.float64)
                      for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor))
 
 
 def _replace(inputs, i, arr):
     out = list(inputs)
     t = inputs[i]
-    out[i] = Tensor._make(np.asarray(arr, t.dtype.np), t.device)
+    # A copy: device_put may alias a NumPy buffer on the CPU, and the caller keeps perturbing
+    # `arr` in place (an output that is the input itself would otherwise see both steps).
+    out[i] = Tensor._make(np.array(arr, t.dtype.np, copy=True), t.device)
     from jax import device_put
     out[i]._data = device_put(out[i]._data, t.device.jax_device)
     return tuple(out)
@@ -121,9 +123,16 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     grad_outputs = _as_tuple(grad_outputs)
 
     def first(*args):
-        res = _as_tuple(func(*args))
-        res = [o for o in res if isinstance(o, Tensor)]
-        d = [args[i] for i in diff_idx]
-        return grad(res, d, grad_outputs, create_graph=True, allow_unused=True, materialize_grads=True)
+        # gradcheck evaluates this under no_grad on perturbed copies that do not require grad;
+        # like PyTorch's new_func, restore requires_grad and compute the first derivative
+        # with grad mode on (create_graph), so it can be evaluated and differentiated.
+        from .grad_mode import enable_grad
+        with enable_grad():
+            args = tuple(a.detach().requires_grad_(True) if i in diff_idx and not a._req else a
+                         for i, a in enumerate(args))
+            res = _as_tuple(func(*args))
+            res = [o for o in res if isinstance(o, Tensor)]
+            d = [args[i] for i in diff_idx]
+            return grad(res, d, grad_outputs, create_graph=True, allow_unused=True, materialize_grads=True)
 
     return gradcheck(first, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)

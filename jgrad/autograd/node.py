@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 import weakref
 
 from .._tensor import Tensor
@@ -162,12 +163,20 @@ class GraphRoot(Node):
 class AccumulateGrad(Node):
     """The sink of a leaf tensor: accumulates into ``variable.grad``."""
 
-    __slots__ = ("variable",)
+    __slots__ = ("variable", "mutex")
 
     def __init__(self, variable: Tensor):
-        super().__init__((), (InputMetadata.of(variable),), sequence_nr=_UINT64_MAX)
+        from ..streams import _current_for
+        # PyTorch's AccumulateGrad takes the stream current when it is created (first use of the leaf).
+        stream = _current_for(variable._device)
+        super().__init__((), (InputMetadata(variable.shape, variable.dtype, variable._device, stream),),
+                         sequence_nr=_UINT64_MAX)
         self.variable = variable
-        self._stream = variable._stream
+        self._stream = stream
+        # accumulate_grad.cpp's mutex_: backward calls from several threads (or device
+        # threads) may accumulate into the same .grad at once (Note [Thread Safety on
+        # Autograd Node]). Reentrant so a post-accumulate hook may run a nested backward.
+        self.mutex = threading.RLock()
 
     def _tensor_hooks(self):
         hooks = self.variable._hooks
@@ -175,31 +184,55 @@ class AccumulateGrad(Node):
 
     def apply(self, grads):
         new_grad = grads[0]
-        var = self.variable
         if new_grad is None:
             return []
-        if var._grad is None:
-            if _state.grad_enabled:
-                var._grad = new_grad  # create_graph: keep the history of the gradient
+        var = self.variable
+        if var._grad_fn is not None:
+            raise RuntimeError("leaf variable has been moved into the graph interior")
+        if not var._req:
+            return []
+        with self.mutex:
+            if var._grad is None:
+                if _state.grad_enabled and new_grad._req:
+                    # create_graph: a copy that keeps the history (clone_obey_contract).
+                    var._grad = new_grad.clone()
+                elif (sys.getrefcount(new_grad) <= _STEAL_REFS + (self._post_hooks is not None)
+                      and not new_grad._req and new_grad._grad_fn is None):
+                    # accumulate_grad.h steals new_grad when nothing user-visible refers to it
+                    # (use_count <= 1 + has post hooks), so .grad aliases what post hooks see.
+                    var._grad = new_grad
+                else:
+                    # A fresh Tensor object: the caller may hold new_grad (e.g. x.backward(g)).
+                    var._grad = g = Tensor._make(new_grad._data, new_grad._device, new_grad._stream)
+                    if len(new_grad._vc) > 1:
+                        g._vc.append(new_grad._vc[1])  # the stream sanitizer's record of who wrote it
+            elif _state.grad_enabled or var._grad._req:
+                var._grad = var._grad + new_grad
             else:
-                # A fresh Tensor object: the caller may hold new_grad (e.g. x.backward(g)).
-                var._grad = Tensor._make(new_grad._data, new_grad._device, new_grad._stream)
-        elif _state.grad_enabled or var._grad._req:
-            var._grad = var._grad + new_grad
-        else:
-            var._grad._inplace_accumulate(new_grad)
-        if var._post_acc_hooks:
-            for hook in list(var._post_acc_hooks.values()):
-                hook(var)
+                var._grad._inplace_accumulate(new_grad)
+            if var._post_acc_hooks:
+                for hook in list(var._post_acc_hooks.values()):
+                    if hook(var) is not None:
+                        raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         return []
+
+
+# References to an incoming gradient that only the engine holds while AccumulateGrad
+# runs: the input buffer's list, apply's local, getrefcount's argument (+1 for the
+# copy call_function keeps for post hooks).
+_STEAL_REFS = 3
+_grad_acc_lock = threading.Lock()
 
 
 def grad_accumulator(t: Tensor) -> AccumulateGrad:
     """The (weakly cached) AccumulateGrad of leaf ``t``, as ``impl::grad_accumulator``."""
     acc = t._grad_acc() if t._grad_acc is not None else None
     if acc is None:
-        acc = AccumulateGrad(t)
-        t._grad_acc = weakref.ref(acc)
+        with _grad_acc_lock:  # autograd_meta->mutex_: one accumulator per leaf, even across threads
+            acc = t._grad_acc() if t._grad_acc is not None else None
+            if acc is None:
+                acc = AccumulateGrad(t)
+                t._grad_acc = weakref.ref(acc)
     return acc
 
 
@@ -249,12 +282,20 @@ class SavedVariable:
             from .._dtype import from_np
             shape = list(self.data.shape) if self.data is not None else "?"
             dt = from_np(self.data.dtype) if self.data is not None else "?"
-            where = f", which is output {self.output_nr} of {node.name()}," if self.is_output else ""
+            # saved_variable.cpp names the tensor's grad_fn as it was when saved (the owning
+            # node for a saved output); leaves have none.
+            owner = node if self.is_output else self.grad_fn
+            where = f", which is output {self.output_nr} of {owner.name()}," if owner is not None else ""
+            if _state.anomaly_enabled:
+                hint = ("Hint: the backtrace further above shows the operation that failed to compute its "
+                        "gradient. The variable in question was changed in there or anywhere later. Good luck!")
+            else:
+                hint = ("Hint: enable anomaly detection to find the operation that failed to compute its "
+                        "gradient, with jgrad.autograd.set_detect_anomaly(True).")
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an inplace "
                 f"operation: [{dt} {shape}]{where} is at version {self.vc[0]}; expected version "
-                f"{self.version} instead. Hint: enable anomaly detection to find the operation that "
-                "failed to compute its gradient, with jgrad.autograd.set_detect_anomaly(True).")
+                f"{self.version} instead. {hint}")
 
     def unpack(self, node) -> Tensor:
         """The saved tensor, connected to its history (for create_graph)."""

@@ -44,3 +44,34 @@ def wrap_dim(d, ndim):
     if not -n <= d < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
     return d % n
+
+
+# PyTorch's ScalarType names, which its error messages use ("Got: Long").
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                 "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                 "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def scalar_type_name(dt) -> str:
+    """PyTorch's name of a dtype in error messages (``jg.int64`` -> ``Long``)."""
+    name = getattr(dt, "name", None) or str(dt)
+    return _SCALAR_NAMES.get(name, name)
+
+
+def broadcast_shapes(*shapes):
+    """``jnp.broadcast_shapes`` with PyTorch's error wording (called at trace time)."""
+    out = []
+    for i in range(1, max((len(s) for s in shapes), default=0) + 1):
+        size = 1
+        for k, s in enumerate(shapes):
+            d = s[-i] if i <= len(s) else 1
+            if d != 1 and size != 1 and d != size:
+                first = next(j for j, t in enumerate(shapes) if i <= len(t) and t[-i] == size)
+                names = "abcdefghijklmnopqrstuvwxyz"
+                raise RuntimeError(f"The size of tensor {names[first]} ({size}) must match the size of tensor "
+                                   f"{names[k]} ({d}) at non-singleton dimension "
+                                   f"{max(len(t) for t in shapes) - i}")
+            if d != 1:
+                size = d
+        out.append(size)
+    return tuple(reversed(out))

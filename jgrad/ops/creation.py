@@ -15,26 +15,31 @@ def _target_device(device):
     return _device(device) if device is not None else get_default_device()
 
 
-def _infer_dtype(data):
-    """PyTorch's inference: Python floats -> default dtype, ints -> int64, bools -> bool."""
-    if isinstance(data, (np.ndarray, np.generic)):
-        return None
-    flat = data
-    while isinstance(flat, (list, tuple)) and flat:
-        flat = flat[0]
-    if isinstance(flat, bool):
-        return _dtype.bool
-    if isinstance(flat, int):
-        return _dtype._index_dtype()
-    if isinstance(flat, complex):
-        return _dtype.complex128 if _dtype.get_default_dtype() is _dtype.float64 else _dtype.complex64
-    return _dtype.get_default_dtype()
+# bool < int < float < complex, as PyTorch infers a dtype from nested Python data
+_CATEGORY = ((bool, 1), (int, 2), (float, 3), (complex, 4))
 
 
-def _has_float(data):
+def _leaf_category(data):
+    """The highest category among the leaves of nested Python data; None for other leaves."""
     if isinstance(data, (list, tuple)):
-        return any(_has_float(d) for d in data)
-    return isinstance(data, float)
+        cats = [_leaf_category(d) for d in data]
+        if any(c is None for c in cats):
+            return None
+        return max(cats, default=3)  # torch.tensor([]) is a float tensor
+    for typ, cat in _CATEGORY:
+        if type(data) is typ:
+            return cat
+    return None  # NumPy scalars/arrays, tensors: NumPy decides from their dtypes
+
+
+def _infer_dtype(data):
+    """PyTorch's inference: floats -> default dtype, ints -> int64, bools -> bool, complex -> complex."""
+    cat = _leaf_category(data)
+    if cat is None:
+        return None
+    if cat == 4:
+        return _dtype.complex128 if _dtype.get_default_dtype() is _dtype.float64 else _dtype.complex64
+    return (None, _dtype.bool, _dtype._index_dtype(), _dtype.get_default_dtype())[cat]
 
 
 def _as_array(data, dtype=None, device=None):
@@ -43,13 +48,11 @@ def _as_array(data, dtype=None, device=None):
     if isinstance(data, Tensor):
         arr = data._value
     elif isinstance(data, jax.Array):
-        arr = data
+        # A weakly typed jax array (jnp.asarray(2.0)) would promote like a Python scalar: make it strong.
+        arr = jnp.asarray(data, data.dtype) if data.weak_type else data
     else:
-        if dtype is None and not isinstance(data, (np.ndarray, np.generic)):
-            inferred = _infer_dtype(data)
-            if inferred is not _dtype.bool and _has_float(data):
-                inferred = _dtype.get_default_dtype()
-            dtype = inferred
+        if dtype is None:
+            dtype = _infer_dtype(data)
         arr = np.asarray(data)
         if dtype is None and arr.dtype.itemsize == 8 and not _dtype.x64_enabled():
             dtype = _dtype.from_np({"f": np.float32, "i": np.int32, "u": np.uint32, "c": np.complex64}[arr.dtype.kind])

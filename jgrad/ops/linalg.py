@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 
 from .._dispatch import Op, call, clear_kernel_caches
-from ._registry import tensor_method
+from .._tensor import Tensor
+from ._registry import broadcast_shapes, tensor_method
 
 _PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.DEFAULT,
                "medium": jax.lax.Precision.DEFAULT}
@@ -69,60 +70,96 @@ def _linear_bwd(ctx, g):
     return gx, gw, gb
 
 
-MATMUL = Op("MmBackward0", _mm, _matmul_bwd, save=(0, 1))
+def _matmul_op(name):
+    return Op(name, _mm, _matmul_bwd, save=(0, 1))
+
+
+# PyTorch names the node after the kernel matmul dispatches to
+MATMUL_OPS = {(1, 1): _matmul_op("DotBackward0"), (2, 1): _matmul_op("MvBackward0"),
+              (2, 2): _matmul_op("MmBackward0"), (1, 2): _matmul_op("SqueezeBackward4")}
+MATMUL_ND = _matmul_op("UnsafeViewBackward0")
+BMM = _matmul_op("BmmBackward0")
 LINEAR = Op("AddmmBackward0", _linear_fwd, _linear_bwd, save=(0, 1))
+LINEAR_NOBIAS = Op("MmBackward0", _linear_fwd, _linear_bwd, save=(0, 1))
 EINSUM = Op("EinsumBackward0", lambda *ops, equation: jnp.einsum(equation, *ops, precision=_prec()))
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _check_matmul(a, b):
+    """PyTorch's checks and wording for each matmul case (1-D, 2-D, batched)."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D")
+    k1, k2 = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if a.ndim == 1 and b.ndim == 1:
+        if k1 != k2:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{k1}] and src [{k2}] to have the same "
+                               f"number of elements, but got {k1} and {k2} elements respectively")
+    elif b.ndim == 1:
+        if k1 != k2:
+            rows = _prod(a.shape[:-1])
+            raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k1}), vec ({k2})")
+    elif b.ndim == 2:
+        if k1 != k2:
+            rows = _prod(a.shape[:-1])
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k1} and {k2}x{b.shape[-1]})")
+    else:
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        if k1 != k2:
+            n = _prod(batch)
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{n}, {k1}] but "
+                               f"got: [{n}, {k2}].")
 
 
 @tensor_method("matmul", "__matmul__")
 def matmul(input, other):
-    if input.ndim == 0 or other.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
-                           f"{other.ndim}D")
-    k1 = input.shape[-1]
-    k2 = other.shape[-2] if other.ndim > 1 else other.shape[0]
-    if k1 != k2:
-        rows = input.shape[-2] if input.ndim > 1 else 1
-        cols = other.shape[-1] if other.ndim > 1 else 1
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k1} and {k2}x{cols})")
-    return call(MATMUL, input, other)
+    _check_matmul(input, other)
+    return call(MATMUL_OPS.get((input.ndim, other.ndim), MATMUL_ND), input, other)
+
+
+Tensor.__rmatmul__ = lambda self, other: matmul(other, self) if isinstance(other, Tensor) else NotImplemented
 
 
 @tensor_method()
 def mm(input, mat2):
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    if input.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if mat2.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
     return matmul(input, mat2)
 
 
 @tensor_method()
 def bmm(input, mat2):
-    if input.ndim != 3 or mat2.ndim != 3:
-        raise RuntimeError(f"batch1 must be a 3D tensor and batch2 must be a 3D tensor, got {input.ndim}D and "
-                           f"{mat2.ndim}D")
-    if input.shape[0] != mat2.shape[0]:
+    if input.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if mat2.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
                            f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
-    return matmul(input, mat2)
-
-
-Tensor_rmatmul = None
+    return call(BMM, input, mat2)
 
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``)."""
     if input.shape[-1] != weight.shape[-1]:
-        rows = 1
-        for s in input.shape[:-1]:
-            rows *= s
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1]} and "
-                           f"{weight.shape[-1]}x{weight.shape[0]})")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_prod(input.shape[:-1])}x{input.shape[-1]} "
+                           f"and {weight.shape[-1]}x{weight.shape[0]})")
+    if bias is None:
+        return call(LINEAR_NOBIAS, input, weight, None)
     return call(LINEAR, input, weight, bias)
 
 
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    einsum_check(equation, operands)
     return call(EINSUM, *operands, equation=equation)
 
 
@@ -130,6 +167,27 @@ def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
+
+
+def einsum_check(equation, operands):
+    """PyTorch's wording when a subscript's sizes disagree (jnp.einsum's own error is opaque)."""
+    lhs = equation.replace(" ", "").split("->")[0].split(",")
+    if len(lhs) != len(operands):
+        raise RuntimeError(f"einsum(): more operands were provided than specified in the equation"
+                           if len(operands) > len(lhs) else
+                           "einsum(): fewer operands were provided than specified in the equation")
+    seen = {}
+    for k, (subs, op) in enumerate(zip(lhs, operands)):
+        if "." in subs:
+            continue
+        if len(subs) != op.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(subs)}) does not match "
+                               f"the number of dimensions ({op.ndim}) for operand {k} and no ellipsis was given")
+        for c, n in zip(subs, op.shape):
+            if c in seen and n != seen[c] and 1 not in (n, seen[c]):
+                raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {k} which does not broadcast "
+                                   f"with previously seen size {seen[c]}")
+            seen.setdefault(c, n)
 
 
 tensor_method("dot")(dot)

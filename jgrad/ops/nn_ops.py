@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 from .. import _dtype
 from .._dispatch import Op, call
-from ._registry import tensor_method, wrap_dim
+from ._registry import broadcast_shapes, tensor_method, wrap_dim
 
 
 def _softmax_bwd(ctx, g):
@@ -34,16 +34,27 @@ def _float_input(t, dtype):
     return t if t.dtype.is_floating_point else t.to(_dtype.get_default_dtype())
 
 
+def _softmax_dim(name, dim, ndim):
+    """PyTorch's legacy implicit dim (0 for 0-, 1- and 3-D inputs, else 1), with its warning."""
+    if dim is not None:
+        return wrap_dim(dim, ndim)
+    import warnings
+    implicit = 0 if ndim in (0, 1, 3) else 1
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", UserWarning, stacklevel=3)
+    return implicit
+
+
 @tensor_method()
 def softmax(input, dim=None, dtype=None):
     input = _float_input(input, dtype)
-    return call(SOFTMAX, input, dim=wrap_dim(-1 if dim is None else dim, input.ndim))
+    return call(SOFTMAX, input, dim=_softmax_dim("softmax", dim, input.ndim))
 
 
 @tensor_method()
 def log_softmax(input, dim=None, dtype=None):
     input = _float_input(input, dtype)
-    return call(LOG_SOFTMAX, input, dim=wrap_dim(-1 if dim is None else dim, input.ndim))
+    return call(LOG_SOFTMAX, input, dim=_softmax_dim("log_softmax", dim, input.ndim))
 
 
 def _reduce(loss, reduction, weight_sum=None):
@@ -79,7 +90,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
         warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the input size "
                       f"({list(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", UserWarning, stacklevel=2)
-        input, target = input.expand(*jnp.broadcast_shapes(input.shape, target.shape)), target
+        input = input.expand(*broadcast_shapes(input.shape, target.shape))
     return call(MSE, input, target, reduction=reduction)
 
 
@@ -137,6 +148,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
     else:
         expect = input.shape[:1] + input.shape[2:] if input.ndim >= 2 else ()
+        if input.ndim >= 2 and target.ndim >= 1 and target.shape[0] != input.shape[0]:
+            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                             f"({target.shape[0]}).")
         if tuple(target.shape) != tuple(expect):
             raise RuntimeError(f"Expected target size {list(expect)}, got {list(target.shape)}")
     return call(CROSS_ENTROPY, input, target, weight, ignore_index=ignore_index, reduction=reduction,
@@ -221,6 +235,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if input.dtype.is_floating_point:
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                            f"Long, Int; but got {input.dtype} instead (while checking arguments for embedding)")
+    if max_norm is not None:
+        raise NotImplementedError("embedding(max_norm=...) renormalizes the weight in place; jgrad does not "
+                                  "implement it")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
     return call(EMBEDDING, weight, input, padding_idx=padding_idx)

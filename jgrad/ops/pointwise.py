@@ -6,11 +6,12 @@ import builtins
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtype
 from .._dispatch import Op, call, call_inplace
 from .._tensor import Tensor
-from ._registry import tensor_method
+from ._registry import broadcast_shapes, scalar_type_name, tensor_method
 
 __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "floor_divide", "pow",
            "maximum", "minimum", "remainder", "fmod", "atan2", "neg", "negative", "abs", "absolute", "exp", "log",
@@ -25,7 +26,11 @@ _Number = (int, float, bool, complex)
 
 
 def _promote(*xs):
-    """Cast operands to PyTorch's result type (decided at trace time)."""
+    """Cast operands to PyTorch's result type (decided at trace time).
+
+    Also checks that the shapes broadcast, so a mismatch fails with PyTorch's wording.
+    """
+    broadcast_shapes(*(jnp.shape(x) for x in xs))
     dt = _dtype.result_type(*xs)
     return tuple(jnp.asarray(x, dt) if isinstance(x, _Number) else x.astype(dt) for x in xs)
 
@@ -36,6 +41,8 @@ def _float_promote(x):
 
 
 def _check_operand(x, opname):
+    if isinstance(x, np.generic):  # NumPy scalars act as Python numbers (wrapped numbers in PyTorch)
+        return x.item()
     if not isinstance(x, (Tensor,) + _Number):
         raise TypeError(f"{opname}(): argument 'other' must be Tensor or Number, not {type(x).__name__}")
     return x
@@ -60,9 +67,23 @@ def _add_alpha_bwd(ctx, g):
     return g, g * ctx.saved[2], None
 
 
+_BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+             "mask, use the `~` or `logical_not()` operator instead.")
+_BOOL_NEG = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+             "use the `~` or `logical_not()` operator instead.")
+
+
 def _sub_fwd(a, b):
+    if jnp.result_type(a) == jnp.bool_ or jnp.result_type(b) == jnp.bool_:  # PyTorch forbids it (trace time)
+        raise RuntimeError(_BOOL_SUB)
     a, b = _promote(a, b)
     return a - b
+
+
+def _neg_fwd(a):
+    if a.dtype == jnp.bool_:
+        raise RuntimeError(_BOOL_NEG)
+    return jnp.negative(a)
 
 
 def _sub_bwd(ctx, g):
@@ -103,30 +124,19 @@ def _div_bwd(ctx, g):
 
 
 def _pow_fwd(a, b):
-    if isinstance(b, _Number) or getattr(getattr(b, "aval", None), "weak_type", False):
-        if jnp.issubdtype(a.dtype, jnp.integer) and isinstance(b, float):
-            a = a.astype(_dtype.get_default_dtype().np)
-        return a ** jnp.asarray(b, a.dtype) if not isinstance(b, int) or b < 0 else a ** b
-    a, b = _promote(a, b)
+    a, b = _promote(a, b)  # int ** 0.5 -> float, 2.0 ** int_tensor -> default float
     return a ** b
 
 
 def _pow_bwd(ctx, g):
-    a, b = ctx.saved
-    out = []
+    a, b = _promote(*ctx.saved)
+    ga = gb = None
     if ctx.needs_input_grad[0]:
-        bb = jnp.asarray(b, a.dtype) if isinstance(b, _Number) else b
-        ga = g * bb * jnp.where(bb == 0, 1.0, a ** jnp.where(bb == 0, 1.0, bb - 1))
-        out.append(jnp.where(bb == 0, 0.0, ga))
-    else:
-        out.append(None)
-    if len(ctx.saved) > 1 and ctx.needs_input_grad[1] and not isinstance(b, _Number):
-        a2, b2 = _promote(a, b)
-        res = a2 ** b2
-        out.append(g * jnp.where((a2 == 0) & (b2 >= 0), 0.0, res * jnp.log(a2)))
-    else:
-        out.append(None)
-    return out
+        # b * a**(b-1), written so that b == 0 gives 0 even where a == 0 (no 0 * inf)
+        ga = jnp.where(b == 0, 0, g * b * a ** jnp.where(b == 0, 1, b - 1))
+    if ctx.needs_input_grad[1]:
+        gb = g * jnp.where((a == 0) & (b >= 0), 0, a ** b * jnp.log(a))
+    return ga, gb
 
 
 def _maximum_bwd(ctx, g):
@@ -192,14 +202,7 @@ def floor_divide(input, other):
 
 
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
-    if isinstance(input, _Number):
-        return call(POW, full_scalar_like(exponent, input), exponent)
-    return call(POW, input, exponent)
-
-
-def full_scalar_like(t, value):
-    from .creation import full
-    return full((), value, dtype=_dtype.from_np(_dtype.result_type(t._value, value)), device=t.device)
+    return call(POW, _check_operand(input, "pow"), _check_operand(exponent, "pow"))
 
 
 def maximum(input, other):
@@ -228,7 +231,7 @@ def _unary(name, fwd, bwd=None, save=(0,), save_outputs=False, float_only=True):
     return Op(name, f, bwd, save=save if bwd is not None else None, save_outputs=save_outputs)
 
 
-NEG = _unary("NegBackward0", jnp.negative, lambda ctx, g: (-g,), save=(), float_only=False)
+NEG = _unary("NegBackward0", _neg_fwd, lambda ctx, g: (-g,), save=(), float_only=False)
 ABS = _unary("AbsBackward0", jnp.abs, lambda ctx, g: (g * jnp.sign(ctx.saved[0]),), float_only=False)
 EXP = _unary("ExpBackward0", jnp.exp, lambda ctx, g: (g * ctx.outputs[0],), save=(), save_outputs=True)
 LOG = _unary("LogBackward0", jnp.log, lambda ctx, g: (g / ctx.saved[0],))
@@ -281,11 +284,13 @@ HARDTANH = Op("HardtanhBackward0", lambda a, min_val=-1.0, max_val=1.0: jnp.clip
 
 
 def _clamp_fwd(a, lo, hi):
-    out = a
+    # PyTorch promotes with the bounds: clamp(int_tensor, min=1.5) is a float tensor
+    dt = _dtype.result_type(*(x for x in (a, lo, hi) if x is not None))
+    out = a.astype(dt)
     if lo is not None:
-        out = jnp.maximum(out, jnp.asarray(lo, out.dtype) if isinstance(lo, _Number) else lo.astype(out.dtype))
+        out = jnp.maximum(out, jnp.asarray(lo).astype(dt))
     if hi is not None:
-        out = jnp.minimum(out, jnp.asarray(hi, out.dtype) if isinstance(hi, _Number) else hi.astype(out.dtype))
+        out = jnp.minimum(out, jnp.asarray(hi).astype(dt))
     return out
 
 
@@ -331,7 +336,10 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         from .shape import nonzero
         return nonzero(condition, as_tuple=True)
-    return call(WHERE, condition, input, other)
+    if condition.dtype is not _dtype.bool and condition.dtype is not _dtype.uint8:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{scalar_type_name(condition.dtype)}")
+    return call(WHERE, condition, _check_operand(input, "where"), _check_operand(other, "where"))
 
 
 # ---- comparisons and logic (never differentiable) ------------------------------------
@@ -419,18 +427,21 @@ def _cast(t, dt):
 
 def _transfer(t, dev):
     from .._device import device as _device
+    from ..streams import _current_for
     dev = _device(dev)
     if dev is t.device:
         return t
-    return call(TRANSFER, t, device=dev)
-
-
-def _transfer_fwd(a, device):
-    return jax.device_put(a, device.jax_device)
+    out = call(TRANSFER, t, device=dev, src=t.device)
+    # The dispatcher stamps outputs with the inputs' device; a transfer's output lives on `dev`.
+    out._device, out._stream = dev, _current_for(dev)
+    if out._grad_fn is not None:
+        out._grad_fn.input_metadata[0].device = dev
+        out._grad_fn.input_metadata[0].stream = out._stream
+    return out
 
 
 class _TransferOp(Op):
-    """Device transfers run eagerly (``jax.device_put``), not through jit."""
+    """Device transfers run eagerly (``jax.device_put``); the backward moves the gradient back."""
 
     __slots__ = ()
 
@@ -438,12 +449,13 @@ class _TransferOp(Op):
         dev = attrs["device"]
         return lambda a: jax.device_put(a, dev.jax_device)
 
+    def backward_kernel(self, key, attrs, mask, in_avals):
+        src = attrs["src"]
+        return lambda saved, outs, grads: (jax.device_put(grads[0], src.jax_device),)
 
-def _transfer_bwd(ctx, g):
-    return (g,)
 
-
-TRANSFER = _TransferOp("ToCopyBackward0", _transfer_fwd, _transfer_bwd, save=())
+TRANSFER = _TransferOp("ToCopyBackward0", lambda a, device, src: jax.device_put(a, device.jax_device),
+                       lambda ctx, g: (g,), save=())
 
 
 @tensor_method()
@@ -476,8 +488,8 @@ def cuda(self, device=None):
     return to(self, device=f"gpu:{device or 0}" if not isinstance(device, str) else device)
 
 
-@tensor_method()
-def type(self, dtype=None):  # noqa: A001
+@tensor_method("type")
+def _type(self, dtype=None):  # not named ``type``: that would shadow the builtin in this module
     if dtype is None:
         return f"jgrad.{self.dtype.name}"
     return _cast(self, dtype)
@@ -586,8 +598,7 @@ for _name, _op in (("neg_", NEG), ("abs_", ABS), ("exp_", EXP), ("log_", LOG), (
 
 def _inplace_accumulate(self, other):
     """``self += other`` without history (AccumulateGrad's in-place path)."""
-    self._data = self._data + other._value
-    self._vc[0] += 1
+    call_inplace(ADD, self, other)
 
 
 Tensor._inplace_accumulate = _inplace_accumulate
@@ -679,33 +690,32 @@ for _name, _fn in dict(
 
 
 # ---- operators -------------------------------------------------------------------------
-Tensor.__add__ = lambda self, other: call(ADD, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
-Tensor.__radd__ = lambda self, other: call(ADD, other, self) if isinstance(other, _Number) else NotImplemented
-Tensor.__sub__ = lambda self, other: call(SUB, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
-Tensor.__rsub__ = lambda self, other: call(SUB, other, self) if isinstance(other, _Number) else NotImplemented
-Tensor.__mul__ = lambda self, other: call(MUL, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
-Tensor.__rmul__ = lambda self, other: call(MUL, other, self) if isinstance(other, _Number) else NotImplemented
-Tensor.__truediv__ = lambda self, other: call(DIV, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
-Tensor.__rtruediv__ = lambda self, other: call(DIV, other, self) if isinstance(other, _Number) else NotImplemented
-Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
-Tensor.__rfloordiv__ = lambda self, other: call(DIV, other, self, rounding_mode="floor")
-Tensor.__mod__ = lambda self, other: remainder(self, other)
-Tensor.__rmod__ = lambda self, other: call(REMAINDER, other, self)
-Tensor.__pow__ = lambda self, other: call(POW, self, other)
-Tensor.__rpow__ = lambda self, other: pow(other, self)
+def _binop(op, reflected=False, **attrs):
+    """A Python operator: NumPy scalars act as Python numbers; other types are NotImplemented."""
+    def method(self, other):
+        if isinstance(other, np.generic):
+            other = other.item()
+        if not isinstance(other, (Tensor,) + _Number):
+            return NotImplemented
+        return call(op, other, self, **attrs) if reflected else call(op, self, other, **attrs)
+    return method
+
+
+for _name, _op, _attrs in (("add", ADD, {}), ("sub", SUB, {}), ("mul", MUL, {}), ("truediv", DIV, {}),
+                           ("floordiv", DIV, {"rounding_mode": "floor"}), ("mod", REMAINDER, {}),
+                           ("pow", POW, {})):
+    setattr(Tensor, f"__{_name}__", _binop(_op, **_attrs))
+    setattr(Tensor, f"__r{_name}__", _binop(_op, True, **_attrs))
+for _name, _op in (("eq", EQ), ("ne", NE), ("lt", LT), ("le", LE), ("gt", GT), ("ge", GE),
+                   ("and", BITWISE_AND), ("or", BITWISE_OR), ("xor", BITWISE_XOR)):
+    setattr(Tensor, f"__{_name}__", _binop(_op))
+for _name, _op in (("and", BITWISE_AND), ("or", BITWISE_OR), ("xor", BITWISE_XOR)):
+    setattr(Tensor, f"__r{_name}__", _binop(_op, True))
 Tensor.__neg__ = lambda self: call(NEG, self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: call(ABS, self)
-Tensor.__invert__ = lambda self: call(BITWISE_NOT, self) if self.dtype is not _dtype.bool else call(LOGICAL_NOT, self)
-Tensor.__eq__ = lambda self, other: call(EQ, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
-Tensor.__ne__ = lambda self, other: call(NE, self, other) if isinstance(other, (Tensor,) + _Number) else NotImplemented
-Tensor.__lt__ = lambda self, other: call(LT, self, other)
-Tensor.__le__ = lambda self, other: call(LE, self, other)
-Tensor.__gt__ = lambda self, other: call(GT, self, other)
-Tensor.__ge__ = lambda self, other: call(GE, self, other)
-Tensor.__and__ = lambda self, other: call(BITWISE_AND if self.dtype is not _dtype.bool else LOGICAL_AND, self, other)
-Tensor.__or__ = lambda self, other: call(BITWISE_OR if self.dtype is not _dtype.bool else LOGICAL_OR, self, other)
-Tensor.__xor__ = lambda self, other: call(BITWISE_XOR if self.dtype is not _dtype.bool else LOGICAL_XOR, self, other)
+Tensor.__invert__ = lambda self: call(BITWISE_NOT, self)  # logical not on bool tensors
+Tensor.__array_priority__ = 1000  # ndarray + Tensor defers to Tensor.__radd__, as with PyTorch
 Tensor.__iadd__ = lambda self, other: add_(self, other)
 Tensor.__isub__ = lambda self, other: sub_(self, other)
 Tensor.__imul__ = lambda self, other: mul_(self, other)

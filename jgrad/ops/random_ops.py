@@ -56,10 +56,18 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None):
-    if high is None:
+    """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high)."""
+    if size is None:
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
-    return call(RANDINT, _key_tensor(generator, _dev(device)), shape=tuple(size), low=low, high=high, dtype=dt.np)
+    return call(RANDINT, _key_tensor(generator, _dev(device)), shape=_sizes((size,)), low=int(low), high=int(high),
+                dtype=dt.np)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from .. import _dtype
 from .._dispatch import Op, call
-from ._registry import norm_dim, tensor_method, wrap_dim
+from ._registry import norm_dim, scalar_type_name, tensor_method, wrap_dim
 
 return_types_max = collections.namedtuple("max", ["values", "indices"])
 return_types_min = collections.namedtuple("min", ["values", "indices"])
@@ -22,10 +22,15 @@ def _restore(g, in_shape, dim, keepdim):
     return jnp.broadcast_to(g, in_shape)
 
 
-def _sum_fwd(a, dim=None, keepdim=False, dtype=None):
+def _int_accumulator(a, dtype):
+    """PyTorch sums and multiplies bool and integer tensors in int64."""
     if dtype is None and (a.dtype == jnp.bool_ or jnp.issubdtype(a.dtype, jnp.integer)):
-        dtype = _dtype._index_dtype().np
-    return jnp.sum(a, axis=dim, keepdims=keepdim, dtype=dtype)
+        return _dtype._index_dtype().np
+    return dtype
+
+
+def _sum_fwd(a, dim=None, keepdim=False, dtype=None):
+    return jnp.sum(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype))
 
 
 def _sum_bwd(ctx, g):
@@ -37,7 +42,7 @@ def _mean_fwd(a, dim=None, keepdim=False, dtype=None):
     if dtype is None and not jnp.issubdtype(a.dtype, jnp.inexact):
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
-            f"dtype. Got: {_dtype.from_np(a.dtype).name}")
+            f"dtype. Got: {scalar_type_name(_dtype.from_np(a.dtype))}")
     return jnp.mean(a, axis=dim, keepdims=keepdim, dtype=dtype)
 
 
@@ -51,14 +56,15 @@ def _mean_bwd(ctx, g):
     return (_restore(g, shape, dim, ctx.attrs.get("keepdim", False)) / n,)
 
 
-SUM = Op("SumBackward0", _sum_fwd, _sum_bwd, save=())
-MEAN = Op("MeanBackward0", _mean_fwd, _mean_bwd, save=())
+# PyTorch names the full reduction ...Backward0 and the one over dims ...Backward1
+SUM, SUM_DIM = Op("SumBackward0", _sum_fwd, _sum_bwd, save=()), Op("SumBackward1", _sum_fwd, _sum_bwd, save=())
+MEAN, MEAN_DIM = Op("MeanBackward0", _mean_fwd, _mean_bwd, save=()), Op("MeanBackward1", _mean_fwd, _mean_bwd, save=())
 VAR = Op("VarBackward0", lambda a, dim=None, correction=1, keepdim=False:
          jnp.var(a, axis=dim, ddof=correction, keepdims=keepdim))
 STD = Op("StdBackward0", lambda a, dim=None, correction=1, keepdim=False:
          jnp.std(a, axis=dim, ddof=correction, keepdims=keepdim))
 PROD = Op("ProdBackward0", lambda a, dim=None, keepdim=False, dtype=None:
-          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=dtype))
+          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype)))
 LOGSUMEXP = Op("LogsumexpBackward0", lambda a, dim=None, keepdim=False:
                jax.scipy.special.logsumexp(a, axis=dim, keepdims=keepdim))
 
@@ -81,6 +87,8 @@ AMIN = Op("AminBackward0", lambda a, dim=None, keepdim=False: jnp.min(a, axis=di
 
 
 def _max_dim_fwd(a, dim, keepdim=False, is_max=True):
+    if a.ndim == 0:  # max(0-d, dim=0): the value itself, at index 0
+        return a, jnp.zeros((), _dtype._index_dtype().np)
     idx = (jnp.argmax if is_max else jnp.argmin)(a, axis=dim, keepdims=True)
     vals = jnp.take_along_axis(a, idx, axis=dim)
     if not keepdim:
@@ -90,6 +98,8 @@ def _max_dim_fwd(a, dim, keepdim=False, is_max=True):
 
 def _max_dim_bwd(ctx, g, _gi):
     a = ctx.saved[0]
+    if a.ndim == 0:
+        return (g,)
     dim, keepdim = ctx.attrs["dim"], ctx.attrs.get("keepdim", False)
     idx = (jnp.argmax if ctx.attrs.get("is_max", True) else jnp.argmin)(a, axis=dim, keepdims=True)
     if not keepdim:
@@ -99,6 +109,9 @@ def _max_dim_bwd(ctx, g, _gi):
 
 
 MAX_DIM = Op("MaxBackward0", _max_dim_fwd, _max_dim_bwd, save=(0,), num_outputs=2)
+MIN_DIM = Op("MinBackward0", _max_dim_fwd, _max_dim_bwd, save=(0,), num_outputs=2)
+MAX_ALL = Op("MaxBackward1", AMAX.forward, AMAX.backward, save=(0,))
+MIN_ALL = Op("MinBackward1", AMIN.forward, AMIN.backward, save=(0,))
 ARGMAX = Op("argmax", lambda a, dim=None, keepdim=False:
             jnp.argmax(a, axis=dim, keepdims=keepdim).astype(_dtype._index_dtype().np), differentiable=False)
 ARGMIN = Op("argmin", lambda a, dim=None, keepdim=False:
@@ -124,23 +137,31 @@ def _norm_fwd(a, p=2, dim=None, keepdim=False):
     return jnp.sum(jnp.abs(a) ** p, axis=dim, keepdims=keepdim) ** (1.0 / p)
 
 
-NORM = Op("NormBackward1", _norm_fwd)
+NORM = Op("LinalgVectorNormBackward0", _norm_fwd)
 
 
 def _dims(input, dim):
-    return norm_dim(dim, input.ndim) if dim is not None else None
+    """Checked, sorted reduction dims; a 0-d tensor accepts dim 0/-1 and reduces nothing."""
+    if dim is None:
+        return None
+    dims = norm_dim(dim, input.ndim)
+    return () if input.ndim == 0 else dims
+
+
+def _op(full, over_dims, dim):
+    return full if dim is None else over_dims
 
 
 @tensor_method()
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     dt = _dtype.canonical(dtype).np if dtype is not None else None
-    return call(SUM, input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+    return call(_op(SUM, SUM_DIM, dim), input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
 
 
 @tensor_method()
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     dt = _dtype.canonical(dtype).np if dtype is not None else None
-    return call(MEAN, input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+    return call(_op(MEAN, MEAN_DIM, dim), input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
 
 
 def _correction(unbiased, correction):
@@ -189,9 +210,13 @@ def _max_min(input, dim, keepdim, is_max):
     if isinstance(dim, Tensor):
         from .pointwise import maximum, minimum
         return (maximum if is_max else minimum)(input, dim)
+    name = "max" if is_max else "min"
     if dim is None:
-        return call(AMAX if is_max else AMIN, input, dim=None, keepdim=False)
-    vals, idx = call(MAX_DIM, input, dim=wrap_dim(dim, input.ndim), keepdim=keepdim, is_max=is_max)
+        if input.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                               "the reduction dim with the 'dim' argument.")
+        return call(MAX_ALL if is_max else MIN_ALL, input, dim=None, keepdim=False)
+    vals, idx = call(MAX_DIM if is_max else MIN_DIM, input, dim=wrap_dim(dim, input.ndim), keepdim=keepdim, is_max=is_max)
     return (return_types_max if is_max else return_types_min)(vals, idx)
 
 
@@ -228,6 +253,11 @@ def any(input, dim=None, keepdim=False):  # noqa: A001
 
 @tensor_method()
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{scalar_type_name(input.dtype)}")
+    if p == "nuc":
+        raise NotImplementedError("norm(p='nuc') (the nuclear norm) is not implemented in jgrad")
     out = call(NORM, input, p=p, dim=_dims(input, dim), keepdim=keepdim)
     return out.to(dtype) if dtype is not None else out
 

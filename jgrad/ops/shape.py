@@ -90,7 +90,11 @@ def _perm_bwd(ctx, g):
     return (jnp.transpose(g, np.argsort(perm)),)
 
 
-PERMUTE = Op("PermuteBackward0", lambda a, perm: jnp.transpose(a, perm), _perm_bwd, save=())
+def _perm_op(name):
+    return Op(name, lambda a, perm: jnp.transpose(a, perm), _perm_bwd, save=())
+
+
+PERMUTE, TRANSPOSE, T_OP = _perm_op("PermuteBackward0"), _perm_op("TransposeBackward0"), _perm_op("TBackward0")
 
 
 @tensor_method()
@@ -101,24 +105,29 @@ def permute(input, *dims):
                            f"length of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not "
                            f"equal to len(dims) = {len(dims)}")
     perm = tuple(wrap_dim(d, input.ndim) for d in dims)
+    if len(set(perm)) != len(perm):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return call(PERMUTE, input, perm=perm)
+
+
+def _swap(input, dim0, dim1, op):
+    a, b = wrap_dim(dim0, input.ndim), wrap_dim(dim1, input.ndim)
+    perm = list(range(input.ndim))
+    if perm:  # a 0-d tensor: transpose(0, 0) is the identity (still a new tensor, as PyTorch's view)
+        perm[a], perm[b] = perm[b], perm[a]
+    return call(op, input, perm=tuple(perm))
 
 
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
-    if input.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
-        return input if not input._req else permute(input, *range(input.ndim))
-    perm = list(range(input.ndim))
-    a, b = wrap_dim(dim0, input.ndim), wrap_dim(dim1, input.ndim)
-    perm[a], perm[b] = perm[b], perm[a]
-    return call(PERMUTE, input, perm=tuple(perm))
+    return _swap(input, dim0, dim1, TRANSPOSE)
 
 
 @tensor_method()
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return transpose(input, 0, 1) if input.ndim == 2 else input
+    return _swap(input, 0, -1, T_OP) if input.ndim == 2 else call(T_OP, input, perm=tuple(range(input.ndim)))
 
 
 Tensor.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
@@ -136,6 +145,10 @@ def expand(input, *sizes):
                            f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
                            f"dimensions in the tensor ({input.ndim})")
     lead = len(sizes) - input.ndim
+    for i in range(lead):
+        if sizes[i] < 0:
+            raise RuntimeError(f"The expanded size of the tensor ({sizes[i]}) isn't allowed in a leading, "
+                               f"non-existing dimension {i}")
     shape = tuple(input.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     for i, s in enumerate(input.shape):
         if s != 1 and s != shape[i + lead]:
@@ -165,10 +178,15 @@ STACK = Op("StackBackward0", lambda *xs, dim: jnp.stack(xs, axis=dim))
 
 def cat(tensors, dim=0):
     """Concatenate along an existing dimension."""
-    tensors = [t for t in tensors]
+    tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    ref = next((t for t in tensors if t.ndim > 0), tensors[0])
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    ref = next((t for t in tensors if t.shape != (0,)), tensors[0])
+    # PyTorch skips legacy empty 1-D tensors (shape [0]) next to tensors of other ranks
+    tensors = [t for t in tensors if t.shape != (0,) or ref.ndim == 1]
     d = wrap_dim(dim, ref.ndim)
     for i, t in enumerate(tensors):
         if t.ndim != ref.ndim:
@@ -220,8 +238,10 @@ def split(input, split_size_or_sections, dim=0):
 
 @tensor_method()
 def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = wrap_dim(dim, input.ndim)
-    size = -(-input.shape[d] // chunks)
+    size = builtins.max(-(-input.shape[d] // chunks), 1)
     return split(input, size, d)
 
 
@@ -231,50 +251,82 @@ def unbind(input, dim=0):
     return tuple(squeeze(p, d) for p in split(input, 1, d))
 
 
-GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(a, idx, axis=dim))
-SCATTER = Op("ScatterBackward0", lambda a, idx, src, dim: jnp.put_along_axis(
-    a, idx, jnp.broadcast_to(jnp.asarray(src, a.dtype), idx.shape), axis=dim, inplace=False))
-SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: _scatter_add(a, idx, src, dim))
-INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx, axis=dim))
+def _block(a, shape, skip):
+    """The leading ``shape`` block of ``a`` in every dimension but ``skip`` (index smaller than input)."""
+    return a[tuple(slice(None) if i == skip else slice(0, n) for i, n in enumerate(shape))]
 
 
-def _scatter_add(a, idx, src, dim):
+def _scatter_index(idx, dim):
+    """Full coordinates for ``a.at[...]``: ``idx`` along ``dim``, the position itself elsewhere."""
     grids = jnp.indices(idx.shape, sparse=True)
-    full = tuple(idx if i == dim else grids[i] for i in range(a.ndim))
-    return a.at[full].add(src[tuple(slice(0, s) for s in idx.shape)].astype(a.dtype))
+    return tuple(idx if i == dim else grids[i] for i in range(idx.ndim))
+
+
+def _scatter_src(src, idx, dtype):
+    src = jnp.asarray(src)
+    if src.ndim:
+        src = _block(src, idx.shape, None)
+    return jnp.broadcast_to(src.astype(dtype), idx.shape)
+
+
+GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(_block(a, idx.shape, dim), idx, axis=dim))
+SCATTER = Op("ScatterBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].set(
+    _scatter_src(src, idx, a.dtype)))
+SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].add(
+    _scatter_src(src, idx, a.dtype)))
+INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx.reshape(-1), axis=dim))
+
+
+def _check_index(input, dim, index, name, src=None):
+    """PyTorch's checks of gather/scatter: int index, same rank, index no larger than input."""
+    if index.dtype.is_floating_point or index.dtype is _dtype.bool:
+        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+    d = wrap_dim(dim, input.ndim)
+    if index.ndim != input.ndim and index.numel() > 0:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for i in range(index.ndim):
+        if i != d and index.shape[i] > input.shape[i]:
+            raise RuntimeError(f"Size does not match at dimension {i} expected index {list(index.shape)} to be no "
+                               f"larger than self {list(input.shape)} apart from dimension {d}")
+        if isinstance(src, Tensor) and src.ndim and index.shape[i] > src.shape[i]:
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than src "
+                               f"{list(src.shape)} in dimension {i}")
+    return d
 
 
 @tensor_method()
 def gather(input, dim, index):
-    return call(GATHER, input, index, dim=wrap_dim(dim, input.ndim))
+    return call(GATHER, input, index, dim=_check_index(input, dim, index, "gather"))
 
 
 @tensor_method()
 def scatter(input, dim, index, src=None, value=None):
     src = value if src is None else src
-    return call(SCATTER, input, index, src, dim=wrap_dim(dim, input.ndim))
+    return call(SCATTER, input, index, src, dim=_check_index(input, dim, index, "scatter", src))
 
 
 @tensor_method()
 def scatter_add(input, dim, index, src):
-    return call(SCATTER_ADD, input, index, src, dim=wrap_dim(dim, input.ndim))
+    return call(SCATTER_ADD, input, index, src, dim=_check_index(input, dim, index, "scatter_add", src))
 
 
 @tensor_method("scatter_")
 def scatter_(input, dim, index, src=None, value=None):
     src = value if src is None else src
-    return call_inplace(SCATTER, input, index, src, dim=wrap_dim(dim, input.ndim))
+    return call_inplace(SCATTER, input, index, src, dim=_check_index(input, dim, index, "scatter_", src))
 
 
 @tensor_method("scatter_add_")
 def scatter_add_(input, dim, index, src):
-    return call_inplace(SCATTER_ADD, input, index, src, dim=wrap_dim(dim, input.ndim))
+    return call_inplace(SCATTER_ADD, input, index, src, dim=_check_index(input, dim, index, "scatter_add_", src))
 
 
 @tensor_method()
 def index_select(input, dim, index):
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dtype.is_floating_point or index.dtype is _dtype.bool:
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     return call(INDEX_SELECT, input, index, dim=wrap_dim(dim, input.ndim))
 
 
@@ -348,9 +400,11 @@ PAD = Op("ConstantPadNdBackward0", _pad_fwd)
 
 def pad(input, pad, mode="constant", value=None):
     """``torch.nn.functional.pad``: ``pad`` lists (left, right) pairs from the last dimension."""
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise RuntimeError(f"Padding length must be divisible by 2 and at most twice the number of dimensions of "
-                           f"the input, got {len(pad)} for a {input.ndim}D input")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.ndim}")
     if mode not in _PAD_MODES:
         raise NotImplementedError(f"Unsupported padding mode {mode!r}: use one of {list(_PAD_MODES)}")
     widths = [(0, 0)] * input.ndim
@@ -384,38 +438,83 @@ def nonzero(input, *, as_tuple=False):
 _T = "<tensor>"
 
 
+def _consumed(i):
+    """How many dimensions of the indexed tensor an index entry uses."""
+    if i is None or i is Ellipsis or isinstance(i, (builtins.bool, np.bool_)):
+        return 0
+    if isinstance(i, (Tensor, np.ndarray)) and i.dtype in (_dtype.bool, np.bool_):
+        return i.ndim
+    return 1
+
+
 def _index_spec(input, idx):
-    """Split an index into a static spec (cache key) and the tensors it uses (dynamic)."""
-    from .creation import tensor
+    """Split an index into a static spec (the kernel's cache key) and the tensors it uses (dynamic),
+    checking it as PyTorch does. Boolean masks become integer indices (a host sync)."""
     if not isinstance(idx, tuple):
         idx = (idx,)
-    spec, tensors = [], []
+    idx = tuple(np.asarray(i) if isinstance(i, list) else i for i in idx)
+    used = builtins.sum(_consumed(i) for i in idx)
+    if used > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
+    spec, tensors, dim = [], [], 0
     for i in idx:
-        if isinstance(i, Tensor):
-            if i.dtype is _dtype.bool:
-                spec.extend([_T] * builtins.max(i.ndim, 1))
-                tensors.extend(nonzero(i, as_tuple=True) if i.ndim else [tensor([0] if bool(i) else [])])
-                if i.ndim == 0:
-                    spec[-1] = None
-                    spec.append(_T)
-                continue
-            if i.dtype.is_floating_point:
-                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-            spec.append(_T)
-            tensors.append(i)
+        if i is Ellipsis:
+            spec.append(i)
+            dim += input.ndim - used
+        elif i is None:
+            spec.append(None)
         elif isinstance(i, slice):
             spec.append(("slice", _int_or_none(i.start), _int_or_none(i.stop), _int_or_none(i.step)))
-        elif isinstance(i, (list, np.ndarray)):
+            dim += 1
+        elif _consumed(i) != 1 or isinstance(i, (Tensor, np.ndarray)) and i.dtype in (_dtype.bool, np.bool_):
+            dim = _mask_index(input, i, dim, spec, tensors)
+        elif isinstance(i, (Tensor, np.ndarray)):
+            tensors.append(_int_index(input, i, dim))
             spec.append(_T)
-            tensors.append(tensor(np.asarray(i), device=input.device))
-        elif i is None or i is Ellipsis or isinstance(i, (builtins.bool,)):
-            spec.append(i)
+            dim += 1
         elif isinstance(i, (int, np.integer)):
+            n = input.shape[dim]
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {n}")
             spec.append(builtins.int(i))
+            dim += 1
         else:
             raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
                              f"valid indices (got {type(i).__name__})")
     return tuple(spec), tensors
+
+
+def _int_index(input, i, dim):
+    """An integer index array; host data (lists, NumPy) is bounds-checked as PyTorch does."""
+    from .creation import tensor
+    if isinstance(i, Tensor):
+        if i.dtype.is_floating_point or i.dtype.is_complex:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        return i
+    if i.dtype.kind not in "iu":
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    n = input.shape[dim]
+    bad = i[(i >= n) | (i < -n)]
+    if bad.size:
+        raise IndexError(f"index {bad.flat[0]} is out of bounds for dimension {dim} with size {n}")
+    return tensor(i.astype(_dtype._index_dtype().np), device=input.device)
+
+
+def _mask_index(input, mask, dim, spec, tensors):
+    """A boolean mask over ``mask.ndim`` dimensions from ``dim``: its nonzero coordinates (host sync)."""
+    from .creation import tensor
+    if isinstance(mask, (builtins.bool, np.bool_)) or mask.ndim == 0:
+        spec.append(builtins.bool(mask))  # x[True] adds a dimension of size 1, x[False] one of size 0
+        return dim
+    if not isinstance(mask, Tensor):
+        mask = tensor(mask, device=input.device)
+    for k, size in enumerate(mask.shape):
+        if size != input.shape[dim + k]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not match the shape of "
+                             f"the indexed tensor {list(input.shape)} at index {dim + k}")
+    spec.extend([_T] * mask.ndim)
+    tensors.extend(nonzero(mask, as_tuple=True))
+    return dim + mask.ndim
 
 
 def _int_or_none(v):
@@ -446,33 +545,13 @@ def _setitem_fwd(a, v, *idx, spec):
 SETITEM = Op("IndexPutBackward0", _setitem_fwd)
 
 
-def _check_int_bounds(input, spec):
-    dim = 0
-    for s in spec:
-        if isinstance(s, builtins.int) and not isinstance(s, builtins.bool):
-            if dim >= input.ndim:
-                raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
-            n = input.shape[dim]
-            if not -n <= s < n:
-                raise IndexError(f"index {s} is out of bounds for dimension {dim} with size {n}")
-            dim += 1
-        elif s is None:
-            continue
-        elif s is Ellipsis:
-            dim = input.ndim - builtins.sum(1 for x in spec if x is not None and x is not Ellipsis)
-        else:
-            dim += 1
-
-
 def _getitem(self, idx):
     spec, tensors = _index_spec(self, idx)
-    _check_int_bounds(self, spec)
     return call(GETITEM, self, *tensors, spec=spec)
 
 
 def _setitem(self, idx, value):
     spec, tensors = _index_spec(self, idx)
-    _check_int_bounds(self, spec)
     if isinstance(value, Tensor) and value.device is not self.device:
         value = value.to(self.device)
     call_inplace(SETITEM, self, value, *tensors, spec=spec)

@@ -1,0 +1,435 @@
+"""Tensor basics: factories and *_like, dtypes, devices, repr, host access, to/clone/detach,
+indexing (basic, advanced, boolean masks) with gradients against jax, and PyTorch's type
+promotion (PyTorch itself is the reference where it is installed)."""
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jgrad as jg
+from _op_helpers import check_op, gradcheck, rand
+
+
+# ---- dtypes ---------------------------------------------------------------------------------
+def test_dtype_objects():
+    for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+                 "complex64", "complex128"):
+        dt = getattr(jg, name)
+        assert isinstance(dt, jg.dtype) and dt.name == name and repr(dt) == f"jgrad.{name}"
+    assert jg.float is jg.float32 and jg.double is jg.float64 and jg.half is jg.float16
+    assert jg.long is jg.int64
+    assert jg.float32.is_floating_point and not jg.int64.is_floating_point and jg.complex64.is_complex
+    assert jg.float64.itemsize == 8 and jg.bfloat16.itemsize == 2
+
+
+def test_default_dtype():
+    assert jg.get_default_dtype() is jg.float32
+    try:
+        jg.set_default_dtype(jg.float64)
+        assert jg.get_default_dtype() is jg.float64
+        assert jg.tensor([1.5]).dtype is jg.float64 and jg.zeros(2).dtype is jg.float64
+        assert (jg.tensor([1, 2]) * 0.5).dtype is jg.float64
+        assert jg.rand(2).dtype is jg.float64 and jg.arange(0.0, 1.0, 0.5).dtype is jg.float64
+    finally:
+        jg.set_default_dtype(jg.float32)
+    assert jg.tensor([1.5]).dtype is jg.float32
+    with pytest.raises(TypeError):
+        jg.set_default_dtype(jg.int64)
+
+
+# ---- factories ----------------------------------------------------------------------------
+def test_tensor_dtype_inference():
+    assert jg.tensor([1.0, 2.0]).dtype is jg.float32
+    assert jg.tensor([1, 2]).dtype is jg.int64
+    assert jg.tensor([True, False]).dtype is jg.bool
+    assert jg.tensor([1, 2.5]).dtype is jg.float32
+    assert jg.tensor([True, 1]).dtype is jg.int64
+    assert jg.tensor([[1], [2.5]]).dtype is jg.float32
+    assert jg.tensor([]).dtype is jg.float32 and jg.tensor([]).shape == (0,)
+    assert jg.tensor(3).dtype is jg.int64 and jg.tensor(3).shape == ()
+    assert jg.tensor(1 + 2j).dtype is jg.complex64
+    assert jg.tensor(np.arange(3, dtype=np.int32)).dtype is jg.int32
+    assert jg.tensor(np.ones(2)).dtype is jg.float64  # NumPy arrays keep their dtype
+    assert jg.tensor(jnp.ones(2, jnp.float16)).dtype is jg.float16
+    assert jg.tensor([1, 2], dtype=jg.float64).dtype is jg.float64
+    assert jg.tensor([jg.tensor(1.0), jg.tensor(2.0)]).tolist() == [1.0, 2.0]
+    assert jg.from_numpy(np.array([1, 2], np.int16)).dtype is jg.int16
+
+
+def test_weak_jax_scalar_becomes_a_real_tensor():
+    # jnp.asarray(2.0) is weakly typed; as a tensor it must promote like a float64 0-d tensor
+    t = jg.tensor(jnp.asarray(2.0))
+    assert t.dtype is jg.float64
+    assert (t + jg.tensor([1, 2], dtype=jg.int32)).dtype is jg.float64
+
+
+@pytest.mark.parametrize("size", [(2, 3), ((2, 3),), ([2, 3],)])
+def test_filled_factories(size):
+    for fn, val in ((jg.zeros, 0.0), (jg.ones, 1.0), (jg.empty, None)):
+        t = fn(*size)
+        assert t.shape == (2, 3) and t.dtype is jg.float32 and not t.requires_grad
+        if val is not None:
+            assert np.all(t.numpy() == val)
+    assert jg.zeros(*size, dtype=jg.int32).dtype is jg.int32
+    assert jg.ones(*size, requires_grad=True).requires_grad
+
+
+def test_full_arange_linspace_eye():
+    assert jg.full((2,), 3).dtype is jg.int64 and jg.full((2,), True).dtype is jg.bool
+    assert jg.full((2, 2), 1.5).tolist() == [[1.5, 1.5], [1.5, 1.5]]
+    assert jg.full((2,), 7, dtype=jg.float64).dtype is jg.float64
+    assert jg.arange(5).tolist() == [0, 1, 2, 3, 4] and jg.arange(5).dtype is jg.int64
+    assert jg.arange(1, 4).tolist() == [1, 2, 3]
+    assert jg.arange(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75] and jg.arange(0, 1, 0.25).dtype is jg.float32
+    assert jg.arange(5, dtype=jg.float64).dtype is jg.float64
+    assert jg.arange(10, 0, -3).tolist() == [10, 7, 4, 1]
+    np.testing.assert_allclose(jg.linspace(0, 1, 5).numpy(), np.linspace(0, 1, 5))
+    assert jg.linspace(0, 1, 5).dtype is jg.float32
+    assert jg.eye(2).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    assert jg.eye(2, 3).shape == (2, 3)
+    x = jg.arange(3.0, requires_grad=True)
+    assert x.requires_grad and x.is_leaf
+
+
+def test_like_factories():
+    x = jg.tensor([[1, 2], [3, 4]], dtype=jg.int32)
+    for fn in (jg.zeros_like, jg.ones_like, jg.empty_like):
+        y = fn(x)
+        assert y.shape == (2, 2) and y.dtype is jg.int32 and y.device is x.device
+    assert jg.full_like(x, 7).tolist() == [[7, 7], [7, 7]]
+    assert jg.zeros_like(x, dtype=jg.float64).dtype is jg.float64
+    assert jg.ones_like(jg.ones(2), requires_grad=True).requires_grad
+    assert jg.rand_like(jg.ones(2, 3)).shape == (2, 3) and jg.randn_like(jg.ones(3, dtype=jg.float64)).dtype is jg.float64
+    d = jg.ones(2, device="cpu:1")
+    assert str(jg.zeros_like(d).device) == "cpu:1"
+    assert x.new_zeros(3).dtype is jg.int32 and x.new_ones((1, 2)).shape == (1, 2)
+    assert x.new_full((2,), 5).tolist() == [5, 5] and x.new_tensor([1.5]).dtype is jg.int32
+
+
+# ---- devices -------------------------------------------------------------------------------
+def test_devices():
+    cpu = jg.device("cpu")
+    assert cpu.type == "cpu" and cpu.index == 0 and str(cpu) == "cpu" and jg.device("cpu:0") is cpu
+    d1 = jg.device("cpu:1")
+    assert d1.index == 1 and str(d1) == "cpu:1" and d1 is jg.device("cpu", 1)
+    assert jg.device("cuda:0") is jg.device("gpu:0")
+    t = jg.tensor([1.0, 2.0], device="cpu:1")
+    assert t.device is d1 and next(iter(t._value.devices())) == jax.devices("cpu")[1]
+    u = t * 2 + 1
+    assert u.device is d1 and next(iter(u._value.devices())) == jax.devices("cpu")[1]
+    assert jg.ones(2).device is cpu
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        jg.ones(2) + jg.ones(2, device="cpu:1")
+
+
+def test_to_device_and_back_with_grad():
+    x = jg.tensor([1.0, 2.0], requires_grad=True)
+    y = x.to("cpu:1")
+    assert str(y.device) == "cpu:1" and next(iter(y._value.devices())) == jax.devices("cpu")[1]
+    assert y.grad_fn.name() == "ToCopyBackward0"
+    z = (y * y).sum()
+    assert z.device is y.device
+    z.backward()
+    assert x.grad.device is x.device and x.grad.tolist() == [2.0, 4.0]
+    assert next(iter(x.grad._value.devices())) == jax.devices("cpu")[0]
+    assert x.to("cpu") is x
+    w = y.to(jg.device("cpu"), jg.float64)
+    assert w.device is x.device and w.dtype is jg.float64
+
+
+def test_copy_across_devices():
+    dst = jg.zeros(2, device="cpu:1")
+    dst.copy_(jg.tensor([1.0, 2.0]))
+    assert dst.tolist() == [1.0, 2.0] and str(dst.device) == "cpu:1" and dst._version == 1
+    assert next(iter(dst._value.devices())) == jax.devices("cpu")[1]
+
+
+# ---- repr ---------------------------------------------------------------------------------
+REPRS = [
+    (lambda: jg.tensor([1.0, 2.0]), "tensor([1., 2.])"),
+    (lambda: jg.tensor([1.0, 2.0], requires_grad=True), "tensor([1., 2.], requires_grad=True)"),
+    (lambda: jg.tensor([1.0, 2.0], requires_grad=True) * 2, "tensor([2., 4.], grad_fn=<MulBackward0>)"),
+    (lambda: jg.tensor([1.0, 2.0], requires_grad=True).sum(), "tensor(3., grad_fn=<SumBackward0>)"),
+    (lambda: jg.tensor(3.0), "tensor(3.)"),
+    (lambda: jg.tensor([1, 2]), "tensor([1, 2])"),
+    (lambda: jg.tensor([1, 2], dtype=jg.int32), "tensor([1, 2], dtype=jgrad.int32)"),
+    (lambda: jg.tensor([1.5, 2.25], dtype=jg.float64), "tensor([1.5000, 2.2500], dtype=jgrad.float64)"),
+    (lambda: jg.tensor([[1.0, 2.0], [3.0, 4.0]]), "tensor([[1., 2.],\n        [3., 4.]])"),
+    (lambda: jg.tensor([1e10, 1e-5]), "tensor([1.0000e+10, 1.0000e-05])"),
+    (lambda: jg.ones(2, device="cpu:1"), "tensor([1., 1.], device='cpu:1')"),
+]
+
+
+@pytest.mark.parametrize("make,expect", REPRS)
+def test_repr_like_pytorch(make, expect):
+    assert repr(make()) == expect
+
+
+# Known divergences of jgrad/_format.py from PyTorch (reported; not this file's owner):
+# columns are not padded to a common width, "..." lacks PyTorch's spacing, empty tensors.
+@pytest.mark.xfail(strict=False, reason="_format.py does not right-justify elements like PyTorch")
+@pytest.mark.parametrize("data", [[1.0, 100.0], [1.5, -2.25], [True, False], [float("inf"), -1.5]])
+def test_repr_column_padding_like_pytorch(data):
+    torch = pytest.importorskip("torch")
+    assert repr(jg.tensor(data)) == repr(torch.tensor(data))
+
+
+@pytest.mark.xfail(strict=False, reason="_format.py: empty tensors show dtype/size unlike PyTorch")
+def test_repr_empty_like_pytorch():
+    assert repr(jg.tensor([])) == "tensor([])"
+    assert repr(jg.zeros(0, 3)) == "tensor([], size=(0, 3))"
+
+
+# ---- host access ---------------------------------------------------------------------------
+def test_item_tolist_numpy():
+    assert jg.tensor([2.5]).item() == 2.5 and isinstance(jg.tensor(3).item(), int)
+    assert jg.tensor([[True]]).item() is True
+    assert jg.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert jg.tensor(1.5).tolist() == 1.5
+    a = jg.tensor([1.0, 2.0]).numpy()
+    assert isinstance(a, np.ndarray) and a.dtype == np.float32 and a.tolist() == [1.0, 2.0]
+    assert float(jg.tensor(2.5)) == 2.5 and int(jg.tensor(7)) == 7 and bool(jg.tensor([1.0]))
+    assert [v.item() for v in jg.tensor([1, 2])] == [1, 2] and len(jg.ones(4, 2)) == 4
+    assert np.asarray(jg.tensor([1, 2])).tolist() == [1, 2]
+    assert jg.tensor([1.0, 2.0], requires_grad=True).detach().numpy().tolist() == [1.0, 2.0]
+
+
+def test_host_access_errors():
+    with pytest.raises(RuntimeError, match="a Tensor with 6 elements cannot be converted to Scalar"):
+        jg.ones(2, 3).item()
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad. Use "
+                                           "tensor.detach\\(\\).numpy\\(\\) instead."):
+        jg.ones(2, requires_grad=True).numpy()
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        bool(jg.ones(2))
+    with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+        jg.ones(2, dtype=jg.int64).requires_grad_()
+    with pytest.raises(TypeError):
+        len(jg.tensor(1.0))
+
+
+# ---- to / clone / detach ---------------------------------------------------------------------
+def test_to_dtype():
+    x = jg.tensor([1.5, -2.5])
+    assert x.to(jg.float64).dtype is jg.float64
+    assert x.to(dtype=jg.int32).tolist() == [1, -2]
+    assert x.to(jg.tensor([1], dtype=jg.int64)).dtype is jg.int64
+    assert x.to(jg.float32) is x
+    c = x.to(jg.float32, copy=True)
+    assert c is not x and c.tolist() == x.tolist()
+
+
+def test_clone_and_detach():
+    x = jg.tensor([1.0, 2.0], requires_grad=True)
+    c = x.clone()
+    assert c is not x and c.tolist() == [1.0, 2.0] and c.requires_grad and not c.is_leaf
+    d = x.detach()
+    assert not d.requires_grad and d.is_leaf and d.grad_fn is None and d.tolist() == [1.0, 2.0]
+    # detach shares the version counter (PyTorch): in-place through the detached tensor is seen
+    d.add_(1.0)
+    assert d._version == 1 and x._version == 1
+    y = x * 2
+    y.detach_()
+    assert y.is_leaf and not y.requires_grad and y.grad_fn is None
+    z = jg.tensor([1.0])
+    z.requires_grad_()
+    assert z.requires_grad and z.is_leaf
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        (x * 2).requires_grad_(False)
+
+
+def test_shape_metadata():
+    t = jg.zeros(2, 3, 4)
+    assert t.shape == (2, 3, 4) and t.ndim == 3 and t.dim() == 3 and t.numel() == 24 and t.size(1) == 3
+    assert t.size() == (2, 3, 4) and jg.numel(t) == 24 and jg.is_tensor(t) and not jg.is_tensor(1)
+
+
+# ---- indexing ---------------------------------------------------------------------------------
+INDICES = [
+    1, -1, slice(None), slice(1, None), slice(None, None, 2), slice(-2, None), (0, 1), (slice(None), 2),
+    (Ellipsis, 1), (None, 0), (0, None, slice(1, 3)), (1, Ellipsis, None), ([0, 2, 2],), ([0, 1], [2, 3]),
+    (slice(None), [3, 0, 0]), (np.array([2, 0]),), "tensor_idx", "bool_mask", "bool_row_mask", "bool_scalar",
+    (slice(1, 3), "tensor_idx"), ("tensor_idx", 1),
+]
+
+
+def _index(spec, jg_side):
+    x_np = None  # noqa: F841
+    conv = {
+        "tensor_idx": (jg.tensor([2, 0, 2]), np.array([2, 0, 2])),
+        "bool_mask": (jg.tensor(MASK), MASK),
+        "bool_row_mask": (jg.tensor([True, False, True]), np.array([True, False, True])),
+        "bool_scalar": (jg.tensor(True), None),
+    }
+    if not isinstance(spec, tuple):
+        spec = (spec,)
+    out = []
+    for s in spec:
+        if isinstance(s, str):
+            pair = conv[s]
+            out.append(pair[0] if jg_side else pair[1])
+        else:
+            out.append(np.asarray(s) if isinstance(s, list) and not jg_side else s)
+    return tuple(out)
+
+
+MASK = np.random.default_rng(3).uniform(size=(3, 4)) > 0.5
+
+
+@pytest.mark.parametrize("spec", INDICES, ids=[str(i) for i in range(len(INDICES))])
+def test_getitem_values_and_grad(spec):
+    x = rand((3, 4), 1)
+    jidx = _index(spec, True)
+    if spec == "bool_scalar":
+        check_op(lambda t: t[jg.tensor(True)], lambda a: a[None], [x])
+        check_op(lambda t: t[1, False], lambda a: a[1][None][:0], [x])
+        return
+    nidx = _index(spec, False)
+    check_op(lambda t: t[jidx if len(jidx) > 1 else jidx[0]], lambda a: a[nidx if len(nidx) > 1 else nidx[0]], [x])
+
+
+def test_getitem_gradcheck_and_names():
+    x = rand((3, 4), 1)
+    gradcheck(lambda t: t[[0, 2, 2], 1:], x)  # repeated rows accumulate
+    gradcheck(lambda t: t[jg.tensor(MASK)], x)
+    t = jg.tensor(x, requires_grad=True)
+    assert t[0].grad_fn is not None and not t[0].is_leaf
+    assert t[jg.tensor(False)].shape == (0, 3, 4)
+
+
+@pytest.mark.parametrize("fn,exc,match", [
+    (lambda t: t[5], IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
+    (lambda t: t[0, 7], IndexError, "index 7 is out of bounds for dimension 1 with size 4"),
+    (lambda t: t[0, ..., 5], IndexError, "index 5 is out of bounds for dimension 1 with size 4"),
+    (lambda t: t[[0, 5]], IndexError, "index 5 is out of bounds for dimension 0 with size 3"),
+    (lambda t: t[0, 0, 0], IndexError, "too many indices for tensor of dimension 2"),
+    (lambda t: t[:, :, 0], IndexError, "too many indices for tensor of dimension 2"),
+    (lambda t: t[1.5], IndexError, "only integers, slices"),
+    (lambda t: t[jg.tensor([1.0])], IndexError, "tensors used as indices must be long, int, byte or bool tensors"),
+    (lambda t: t[[True, False]], IndexError,
+     r"The shape of the mask \[2\] at index 0 does not match the shape of the indexed tensor \[3, 4\] at index 0"),
+])
+def test_getitem_errors(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn(jg.zeros(3, 4))
+
+
+SETITEMS = [
+    (1, 5.0), ((slice(None), 0), 2.0), ((0, slice(1, 3)), "vec2"), ([0, 2], "row"), ("bool_mask", 0.0),
+    ((Ellipsis, 3), "col"), ("tensor_idx", "row"),
+]
+
+
+@pytest.mark.parametrize("spec,value", SETITEMS, ids=[str(i) for i in range(len(SETITEMS))])
+def test_setitem_values_grads_version(spec, value):
+    x = rand((3, 4), 1)
+    vals = {"vec2": rand((2,), 2), "row": rand((4,), 3), "col": rand((3,), 4)}
+    jidx, nidx = _index(spec, True), _index(spec, False)
+    jidx = jidx if len(jidx) > 1 else jidx[0]
+    nidx = nidx if len(nidx) > 1 else nidx[0]
+
+    def jfn(t, *v):
+        y = t * 1.0  # non-leaf
+        before = y._version
+        y[jidx] = v[0] if v else value
+        assert y._version == before + 1
+        return y * 2
+
+    def ref(a, *v):
+        return (a * 1.0).at[nidx].set(v[0] if v else value) * 2
+
+    arrays = [x] + ([vals[value]] if isinstance(value, str) else [])
+    check_op(jfn, ref, arrays)
+
+
+def test_setitem_basics():
+    t = jg.zeros(3)
+    t[1] = 2
+    assert t.tolist() == [0.0, 2.0, 0.0] and t.dtype is jg.float32 and t._version == 1
+    t[jg.tensor([True, False, True])] = jg.tensor(7.0)
+    assert t.tolist() == [7.0, 2.0, 7.0] and t._version == 2
+    t[:] = jg.tensor([1, 2, 3])
+    assert t.tolist() == [1.0, 2.0, 3.0]
+    leaf = jg.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        leaf[0] = 0.0
+    # a value that requires grad makes a plain tensor part of the graph
+    w = jg.tensor(3.0, requires_grad=True)
+    buf = jg.zeros(3)
+    buf[1] = w
+    assert buf.requires_grad and buf.grad_fn is not None
+    (buf * jg.tensor([1.0, 5.0, 1.0])).sum().backward()
+    assert w.grad.item() == 5.0
+
+
+# ---- type promotion (PyTorch's rules; torch is the reference) ----------------------------------
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+
+
+def _make(kind, dt):
+    data = {"dim": [1, 0], "zerod": 1}[kind]
+    return dt, data
+
+
+def _pair(torch, a_kind, a_dt, b_kind, b_dt):
+    def mk(lib, kind, dt):
+        data = [1, 0] if kind == "dim" else 1
+        return lib.tensor(data, dtype=getattr(lib, dt))
+    return (mk(torch, a_kind, a_dt), mk(torch, b_kind, b_dt)), (mk(jg, a_kind, a_dt), mk(jg, b_kind, b_dt))
+
+
+@pytest.mark.parametrize("kinds", [("dim", "dim"), ("dim", "zerod"), ("zerod", "zerod")])
+def test_tensor_tensor_promotion_matches_pytorch(kinds):
+    torch = pytest.importorskip("torch")
+    bad = []
+    for a_dt, b_dt in itertools.product(DTYPES, DTYPES):
+        (ta, tb), (ja, jb) = _pair(torch, kinds[0], a_dt, kinds[1], b_dt)
+        expect = str(torch.add(ta, tb).dtype).replace("torch.", "")
+        got = jg.add(ja, jb).dtype.name
+        if got != expect:
+            bad.append((a_dt, b_dt, got, expect))
+    assert not bad
+
+
+@pytest.mark.parametrize("scalar", [True, 2, -3, 2.5])
+def test_tensor_scalar_promotion_matches_pytorch(scalar):
+    torch = pytest.importorskip("torch")
+    bad = []
+    for dt, kind in itertools.product(DTYPES, ("dim", "zerod")):
+        data = [1, 0] if kind == "dim" else 1
+        t, j = torch.tensor(data, dtype=getattr(torch, dt)), jg.tensor(data, dtype=getattr(jg, dt))
+        for op in ("add", "mul", "sub", "div"):
+            if op == "sub" and (dt == "bool" or isinstance(scalar, bool)):
+                with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
+                    getattr(jg, op)(j, scalar)
+                continue
+            expect = str(getattr(torch, op)(t, scalar).dtype).replace("torch.", "")
+            got = getattr(jg, op)(j, scalar).dtype.name
+            if got != expect:
+                bad.append((dt, kind, op, got, expect))
+        expect = str((scalar + t).dtype).replace("torch.", "")
+        if (scalar + j).dtype.name != expect:
+            bad.append((dt, kind, "radd", (scalar + j).dtype.name, expect))
+    assert not bad
+
+
+def test_promotion_examples_and_values():
+    assert (jg.tensor([1, 2], dtype=jg.int32) + jg.tensor(3)).dtype is jg.int32  # 0-d of the same category
+    assert (jg.tensor([1, 2]) + jg.tensor(1.5, dtype=jg.float64)).dtype is jg.float64  # higher category
+    assert (jg.tensor([1.0], dtype=jg.float16) + 1e3).dtype is jg.float16
+    assert (jg.tensor([1, 2], dtype=jg.uint8) + jg.tensor([1], dtype=jg.int8)).dtype is jg.int16
+    assert (jg.tensor([1], dtype=jg.uint8) - 2).tolist() == [255]
+    assert (jg.tensor([1, 2]) / 2).tolist() == [0.5, 1.0]
+    assert (np.float64(2.0) * jg.tensor([1.0])).dtype is jg.float32  # NumPy scalars act as Python numbers
+    assert (jg.tensor([1.0]) * np.float32(2.0)).tolist() == [2.0]
+    assert jg.where(jg.tensor([True]), jg.tensor([1]), jg.tensor([2.0], dtype=jg.float64)).dtype is jg.float64
+
+
+def test_operator_rejects_unknown_types():
+    with pytest.raises(TypeError):
+        jg.ones(2) + "a"
+    with pytest.raises(TypeError):
+        jg.ones(2) * [1, 2]
+    assert (jg.ones(2) == "a") is False
