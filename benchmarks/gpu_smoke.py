@@ -40,7 +40,8 @@ def ref(xa, wa):
     return jnp.mean(jnp.tanh(xa @ wa.T) ** 2)
 
 
-gx, gw = jax.grad(ref, (0, 1))(jax.device_put(xs, jax.devices("gpu")[0]), jax.device_put(ws, jax.devices("gpu")[0]))
+with jax.default_matmul_precision("highest"):
+    gx, gw = jax.grad(ref, (0, 1))(jax.device_put(xs, jax.devices("gpu")[0]), jax.device_put(ws, jax.devices("gpu")[0]))
 err = max(float(np.abs(np.asarray(x.grad.cpu().numpy()) - np.asarray(gx)).max()),
           float(np.abs(np.asarray(w.grad.cpu().numpy()) - np.asarray(gw)).max()))
 check("grad vs jax.grad on gpu:0", err < 1e-5, f"max abs err {err:.2e}")

@@ -192,8 +192,8 @@ def main(argv=None):
 
     # correctness cross-check (informational): first and second derivative, jgrad (both settings) vs torch vs jax
     checks = {}
-    d2_on, dy_on = (np.asarray(t.detach().numpy()) for t in jg_run(True, False))
-    d2_off, dy_off = (np.asarray(t.detach().numpy()) for t in jg_run(False, False))
+    d2_on, dy_on = (np.asarray(t.detach().cpu().numpy()) for t in jg_run(True, False))
+    d2_off, dy_off = (np.asarray(t.detach().cpu().numpy()) for t in jg_run(False, False))
     d2_jx, dy_jx = (np.asarray(a) for a in jax_runs[("jit", False)]())
     checks["max|dy(jgrad trim) - dy(jgrad no trim)|"] = float(np.abs(dy_on - dy_off).max())
     checks["max|d2y(jgrad trim) - d2y(jgrad no trim)|"] = float(np.abs(d2_on - d2_off).max())
