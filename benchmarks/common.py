@@ -28,8 +28,8 @@ import sys
 import time
 
 # PyTorch's OpenMP workers busy-wait between parallel regions by default; in a process
-# that also runs JAX's thread pools on a small shared machine this makes torch eager up
-# to 20x slower than alone (measured on the 2-core box: 4 ms -> 70-110 ms per MLP step).
+# that also runs JAX's thread pools on a small shared machine this makes torch eager
+# 10-80x slower than alone (measured on the 2-core box: 4 ms -> 70-360 ms per MLP step).
 # Passive waiting restores torch's standalone speed. Must be set before torch is imported;
 # an explicit OMP_WAIT_POLICY in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

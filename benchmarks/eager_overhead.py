@@ -62,7 +62,6 @@ def _torch():
 
 # ============================================================================ (a) one op
 def bench_one_op(args, tdev, repeat):
-    import jax
     import jax.numpy as jnp
 
     import jgrad as jg

@@ -96,7 +96,8 @@ def phase_breakdown(repeat, tdev):
         common.Variant("jgrad: whole step", lambda: [step()] + params),
         common.Variant("jgrad: forward (tape)", forward, note="8 linear + 7 relu + mse_loss, recorded"),
         common.Variant("jgrad: backward", jg_backward, setup=forward, note="loss.backward(), graph built untimed"),
-        common.Variant("jgrad: SGD update", jg_update, setup=set_grads, note="16 x p.sub_(p.grad, alpha=lr); p.grad=None"),
+        common.Variant("jgrad: SGD update", jg_update, setup=set_grads,
+                       note="16 x p.sub_(p.grad, alpha=lr); p.grad=None"),
     ]
     loss0 = forward()
     variants.append(common.Variant("jgrad: seed grad (loss.new_ones(()))", lambda: loss0.new_ones(loss0.shape),
@@ -204,7 +205,7 @@ def internals(repeat):
         return lambda: (q.push(t), q.pop())
 
     add("ReadyQueue push + pop (one node)", mk_queue, "Condition + RLock + heapq, per node")
-    lock, rlock = threading.Lock(), threading.RLock()
+    rlock = threading.RLock()
     cond = threading.Condition(threading.Lock())
 
     def locks():
@@ -248,7 +249,7 @@ def _jgrad_rows(stats, n, top=18):
             continue
         rows.append((tt, ct, nc, f"{fname.split('/jgrad/')[-1]}:{line}({func})"))
     rows.sort(reverse=True)
-    print(f"| jgrad function | calls per unit | own us per unit | cumulative us per unit |")
+    print("| jgrad function | calls per unit | own us per unit | cumulative us per unit |")
     print("|---|---|---|---|")
     for tt, ct, nc, name in rows[:top]:
         print(f"| {name} | {nc / n:.2f} | {tt / n * 1e6:.1f} | {ct / n * 1e6:.1f} |")
