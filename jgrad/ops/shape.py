@@ -504,7 +504,9 @@ def _mask_index(input, mask, dim, spec, tensors):
     """A boolean mask over ``mask.ndim`` dimensions from ``dim``: its nonzero coordinates (host sync)."""
     from .creation import tensor
     if isinstance(mask, (builtins.bool, np.bool_)) or mask.ndim == 0:
-        spec.append(builtins.bool(mask))  # x[True] adds a dimension of size 1, x[False] one of size 0
+        # x[True] adds a dimension of size 1, x[False] one of size 0. Tagged: in the kernel cache key
+        # a bare True would equal the integer index 1 (True == 1, same hash).
+        spec.append(("bool", builtins.bool(mask)))
         return dim
     if not isinstance(mask, Tensor):
         mask = tensor(mask, device=input.device)
@@ -528,7 +530,7 @@ def _build_index(spec, tensors):
         if s is _T or s == _T:
             out.append(next(it))
         elif isinstance(s, tuple):
-            out.append(slice(s[1], s[2], s[3]))
+            out.append(slice(s[1], s[2], s[3]) if s[0] == "slice" else s[1])
         else:
             out.append(s)
     return tuple(out)
