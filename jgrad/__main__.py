@@ -1,6 +1,7 @@
-"""``python -m jgrad``: train a small MLP with jgrad, check a gradient against jax.grad."""
+"""``python -m jgrad``: train a small MLP with jg.nn and jg.optim, check a gradient against jax.grad."""
 from __future__ import annotations
 
+import argparse
 import time
 
 import jax
@@ -8,67 +9,81 @@ import jax.numpy as jnp
 import numpy as np
 
 import jgrad as jg
+from jgrad import nn
 
 
 def _device():
     return jg.device("gpu:0") if jg.is_available("gpu") else jg.device("cpu")
 
 
-def main(steps: int = 300, width: int = 64, batch: int = 128, lr: float = 0.05) -> None:
-    dev = _device()
-    print(f"jgrad {jg.__version__} on {dev} (jax {jax.__version__}, {jax.devices(dev.type)[0].device_kind})")
+def _data(batch, dev):
     rng = np.random.default_rng(0)
-    x_np = rng.uniform(-2, 2, (batch, 2)).astype(np.float32)
-    y_np = (np.sin(x_np[:, :1] * 2) * np.cos(x_np[:, 1:])).astype(np.float32)
-    x, y = jg.tensor(x_np, device=dev), jg.tensor(y_np, device=dev)
+    x = rng.uniform(-2, 2, (batch, 2)).astype(np.float32)
+    y = (np.sin(2 * x[:, :1]) * np.cos(x[:, 1:])).astype(np.float32)
+    return jg.tensor(x, device=dev), jg.tensor(y, device=dev)
 
-    sizes = [2, width, width, 1]
-    params = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        bound = 1 / np.sqrt(fan_in)
-        params.append(jg.tensor(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32), device=dev,
-                                requires_grad=True))
-        params.append(jg.tensor(rng.uniform(-bound, bound, (fan_out,)).astype(np.float32), device=dev,
-                                requires_grad=True))
 
-    def model(inp):
-        h = inp
-        for i in range(0, len(params), 2):
-            h = jg.linear(h, params[i], params[i + 1])
-            if i + 2 < len(params):
-                h = jg.tanh(h)
-        return h
+def _model(width, dev):
+    jg.manual_seed(0)
+    return nn.Sequential(nn.Linear(2, width), nn.Tanh(), nn.Linear(width, width), nn.Tanh(),
+                         nn.Linear(width, 1)).to(dev)
 
-    t0 = time.perf_counter()
-    first = None
+
+def _jax_loss(ps, xa, ya):
+    """The same model and loss, written in jax.numpy (weights first, then biases, per layer)."""
+    h = xa
+    for i in range(0, len(ps), 2):
+        h = h @ ps[i].T + ps[i + 1]
+        if i + 2 < len(ps):
+            h = jnp.tanh(h)
+    return jnp.mean((h - ya) ** 2)
+
+
+def train(model, x, y, steps, lr):
+    """Adam on MSE; prints the loss every 50 steps; returns (first, last) loss."""
+    opt = jg.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.MSELoss()
+    first = last = None
     for step in range(steps + 1):
-        loss = jg.ops.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
         loss.backward()
-        with jg.no_grad():
-            for p in params:
-                p.sub_(p.grad, alpha=lr)
-                p.grad = None
+        opt.step()
         if step % 50 == 0:
-            value = loss.item()
-            first = value if first is None else first
-            print(f"step {step:4d}  loss {value:.5f}")
-    print(f"trained {steps} steps in {time.perf_counter() - t0:.1f} s; loss {first:.4f} -> {value:.4f}")
+            last = loss.item()
+            first = last if first is None else first
+            print(f"step {step:4d}  loss {last:.5f}")
+    return first, last
 
-    # One gradient against jax.grad of the same function written in jax.numpy.
-    loss = jg.ops.mse_loss(model(x), y)
-    grads = jg.autograd.grad(loss, params)
 
-    def jax_loss(ps, xa, ya):
-        h = xa
-        for i in range(0, len(ps), 2):
-            h = h @ ps[i].T + ps[i + 1]
-            if i + 2 < len(ps):
-                h = jnp.tanh(h)
-        return jnp.mean((h - ya) ** 2)
+def check_grad(model, x, y) -> float:
+    """Max |jgrad gradient - jax.grad| over every parameter, for the MSE loss at the current weights."""
+    params = list(model.parameters())
+    grads = jg.autograd.grad(nn.MSELoss()(model(x), y), params)
+    with jax.default_matmul_precision("highest"):  # as jgrad's default (XLA's own is TF32 on GPU)
+        ref = jax.grad(_jax_loss)([p.detach()._value for p in params], x._value, y._value)
+    return max(float(jnp.max(jnp.abs(g._value - r))) for g, r in zip(grads, ref))
 
-    ref = jax.grad(jax_loss)([p._value for p in params], x._value, y._value)
-    err = max(float(jnp.max(jnp.abs(g._value - r))) for g, r in zip(grads, ref))
-    print(f"max |jgrad grad - jax.grad| over {len(params)} parameters: {err:.2e}")
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m jgrad", description=__doc__)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=1e-2)
+    args = ap.parse_args(argv)
+    dev = _device()
+    kind = jax.devices(dev.type)[0].device_kind
+    print(f"jgrad {jg.__version__} on {dev} ({'GPU' if dev.type == 'gpu' else 'CPU'}: {kind}; jax {jax.__version__})")
+    x, y = _data(args.batch, dev)
+    model = _model(args.width, dev)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: MLP 2-{args.width}-{args.width}-1, tanh, {n_params} parameters; Adam(lr={args.lr}), MSELoss")
+    t0 = time.perf_counter()
+    first, last = train(model, x, y, args.steps, args.lr)
+    print(f"trained {args.steps} steps in {time.perf_counter() - t0:.1f} s; loss {first:.5f} -> {last:.5f}")
+    err = check_grad(model, x, y)
+    print(f"max |jgrad grad - jax.grad| over {len(list(model.parameters()))} parameters: {err:.2e}")
 
 
 if __name__ == "__main__":

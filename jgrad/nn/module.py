@@ -1,15 +1,14 @@
 """``Module``: the base class of every layer (``torch.nn.Module``)."""
 from __future__ import annotations
 
-import itertools
 import warnings
-from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
+from collections import OrderedDict
 
 from .. import _dtype
 from .._device import device as _device
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
+from ._state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401 (re-exported)
 from .hooks import BackwardHook, RemovableHandle
 from .parameter import Buffer, Parameter
 
@@ -25,17 +24,6 @@ def _typename(obj) -> str:
     return qualname if module in ("", "builtins") else f"{module}.{qualname}"
 
 
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    """What ``load_state_dict`` returns: the missing and the unexpected keys."""
-
-    def __repr__(self):
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
-
-
 def _addindent(s: str, num_spaces: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:
@@ -43,15 +31,15 @@ def _addindent(s: str, num_spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * num_spaces + line for line in lines[1:])
 
 
-def _check_name(kind: str, name, where) -> None:
-    """The checks shared by register_buffer / register_parameter / add_module."""
+def _check_name(module, kind: str, name, store) -> None:
+    """The checks shared by register_buffer / register_parameter / add_module, in PyTorch's order."""
     if not isinstance(name, str):
         raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
     if "." in name:
         raise KeyError(f"{kind} name can't contain \".\"" + (f", got: {name}" if kind == "module" else ""))
     if name == "":
         raise KeyError(f"{kind} name can't be empty string \"\"")
-    if where is not None:
+    if hasattr(module, name) and name not in store:
         raise KeyError(f"attribute '{name}' already exists")
 
 
@@ -62,7 +50,7 @@ def _rebind(t: Tensor, new: Tensor) -> None:
     t._stream = new._stream
 
 
-class Module:
+class Module(StateDictMixin):
     """Base class of all neural-network modules.
 
     Assigning a :class:`Parameter`, a Module or a registered buffer as an
@@ -103,7 +91,7 @@ class Module:
         """Add a buffer (state that is not a parameter); ``persistent=False`` keeps it out of state_dict."""
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
-        _check_name("buffer", name, True if hasattr(self, name) and name not in self._buffers else None)
+        _check_name(self, "buffer", name, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
@@ -119,7 +107,7 @@ class Module:
         """Add a parameter (a :class:`Parameter` or None) under ``name``."""
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
-        _check_name("parameter", name, True if hasattr(self, name) and name not in self._parameters else None)
+        _check_name(self, "parameter", name, self._parameters)
         if param is None:
             self._parameters[name] = None
             return
@@ -136,7 +124,7 @@ class Module:
         """Add a child module, reachable as the attribute ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{_typename(module)} is not a Module subclass")
-        _check_name("module", name, True if hasattr(self, name) and name not in self._modules else None)
+        _check_name(self, "module", name, self._modules)
         self._modules[name] = module
 
     register_module = add_module
@@ -327,115 +315,6 @@ class Module:
         """Reset every parameter's ``.grad`` (to None, or to zeros)."""
         for p in self.parameters():
             _zero_grad(p, set_to_none)
-
-    # ---- state_dict ------------------------------------------------------
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        for name, param in self._parameters.items():
-            if param is not None:
-                destination[prefix + name] = param if keep_vars else param.detach()
-        for name, buf in self._buffers.items():
-            if buf is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buf if keep_vars else buf.detach()
-
-    def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
-        """An OrderedDict of every parameter and persistent buffer, by dotted name (detached)."""
-        if args:  # the positional form (destination, prefix, keep_vars) is deprecated in PyTorch
-            destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
-        if destination is None:
-            destination = OrderedDict()
-            destination._metadata = OrderedDict()
-        if hasattr(destination, "_metadata"):
-            destination._metadata[prefix[:-1]] = {"version": self._version}
-        self._save_to_state_dict(destination, prefix, keep_vars)
-        for name, module in self._modules.items():
-            if module is not None:
-                module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
-        return destination
-
-    def _load_one(self, key, param, input_param, assign, error_msgs):
-        if not isinstance(input_param, Tensor):
-            error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
-                              f"object from checkpoint but received {type(input_param)}")
-            return
-        if len(param.shape) == 0 and len(input_param.shape) == 1 and input_param.shape[0] == 1:
-            input_param = input_param[0]
-        if input_param.shape != param.shape:
-            error_msgs.append(f"size mismatch for {key}: copying a param with shape {list(input_param.shape)} from "
-                              f"checkpoint, the shape in current model is {list(param.shape)}.")
-            return
-        try:
-            with no_grad():
-                if assign:
-                    name = key.rsplit(".", 1)[-1]
-                    if isinstance(param, Parameter):
-                        input_param = input_param if isinstance(input_param, Parameter) else \
-                            Parameter(input_param, requires_grad=param.requires_grad)
-                        input_param.requires_grad_(param.requires_grad)
-                    setattr(self, name, input_param)
-                else:
-                    param.copy_(input_param)
-        except Exception as ex:  # noqa: BLE001 - reported like PyTorch, with the others
-            error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
-                              f"{list(param.shape)} and whose dimensions in the checkpoint are "
-                              f"{list(input_param.shape)}, an exception occurred : {ex.args}.")
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
-        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
-                       if v is not None}
-        assign = local_metadata.get("assign_to_params_buffers", False)
-        for name, param in local_state.items():
-            key = prefix + name
-            if key in state_dict:
-                self._load_one(key, param, state_dict[key], assign, error_msgs)
-            elif strict:
-                missing_keys.append(key)
-        if strict:
-            for key in state_dict:
-                if key.startswith(prefix):
-                    input_name = key[len(prefix):].split(".", 1)
-                    if len(input_name) > 1:
-                        if input_name[0] not in self._modules:
-                            unexpected_keys.append(key)
-                    elif input_name[0] not in local_state:
-                        unexpected_keys.append(key)
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Copy parameters and buffers from ``state_dict``; returns ``(missing_keys, unexpected_keys)``.
-
-        With ``strict`` a missing or unexpected key raises PyTorch's error.
-        """
-        if not isinstance(state_dict, Mapping):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing_keys, unexpected_keys, error_msgs = [], [], []
-        metadata = getattr(state_dict, "_metadata", None)
-        state_dict = OrderedDict(state_dict)
-
-        def load(module, local_state_dict, prefix=""):
-            local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
-            if assign:
-                local_metadata["assign_to_params_buffers"] = assign
-            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing_keys,
-                                         unexpected_keys, error_msgs)
-            for name, child in module._modules.items():
-                if child is not None:
-                    child_prefix = prefix + name + "."
-                    load(child, {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)},
-                         child_prefix)
-
-        load(self, state_dict)
-        if strict:
-            if unexpected_keys:
-                error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected_keys)))
-            if missing_keys:
-                error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing_keys)))
-        if error_msgs:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(error_msgs)))
-        return _IncompatibleKeys(missing_keys, unexpected_keys)
 
     # ---- conversion ------------------------------------------------------
     def _apply(self, fn, recurse: bool = True) -> "Module":

@@ -1,0 +1,190 @@
+"""``jgrad.nn.functional``: the functional ops of ``torch.nn.functional``.
+
+Everything here is an op of ``jgrad.ops`` (one XLA-compiled kernel each) or
+a short composition of them. ``inplace=True`` mutates the input where jgrad
+has an in-place kernel (relu, tanh, sigmoid, dropout); elsewhere it returns
+a new tensor (see README, "Differences from PyTorch").
+"""
+from __future__ import annotations
+
+import warnings
+
+from .. import ops as _ops
+from ..ops import linalg as _linalg, nn_ops as _nn, pointwise as _pw, random_ops as _rand, shape as _shape
+
+linear = _linalg.linear
+embedding = _nn.embedding
+layer_norm = _nn.layer_norm
+one_hot = _nn.one_hot
+pad = _shape.pad
+softplus = _pw.softplus
+logsigmoid = _pw.logsigmoid
+gelu = _pw.gelu
+tanh = _pw.tanh
+sigmoid = _pw.sigmoid
+
+__all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "logsigmoid", "gelu", "tanh",
+           "sigmoid", "relu", "relu6", "silu", "elu", "leaky_relu", "hardtanh", "softsign", "softmin", "softmax",
+           "log_softmax", "dropout", "normalize", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+           "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+
+
+# ---- activations ---------------------------------------------------------------
+def relu(input, inplace: bool = False):
+    """``max(input, 0)``."""
+    return input.relu_() if inplace else _pw.relu(input)
+
+
+def relu6(input, inplace: bool = False):
+    """``min(max(input, 0), 6)``."""
+    return _pw.hardtanh(input, 0.0, 6.0)
+
+
+def silu(input, inplace: bool = False):
+    """``input * sigmoid(input)``."""
+    return _pw.silu(input)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    return _pw.elu(input, alpha)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    return _pw.leaky_relu(input, negative_slope)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    return _pw.hardtanh(input, min_val, max_val)
+
+
+def softsign(input):
+    """``input / (1 + |input|)``."""
+    return input / (input.abs() + 1)
+
+
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``exp(input) / exp(input).sum(dim)``, computed stably."""
+    return _nn.softmax(input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``log(softmax(input, dim))``, computed stably."""
+    return _nn.log_softmax(input, dim, dtype)
+
+
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
+    return _nn.softmax(-input, dim, dtype)
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
+    """Zero each element with probability ``p`` (training only) and scale the rest by ``1/(1-p)``."""
+    return _rand.dropout(input, p, training, inplace, generator=generator)
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
+    """``input / max(||input||_p along dim, eps)``."""
+    if out is not None:
+        raise TypeError("normalize(): out= is not supported by jgrad")
+    denom = input.norm(p, dim, keepdim=True).clamp(min=eps)
+    return input / denom
+
+
+# ---- losses ----------------------------------------------------------------------
+def _reduction(size_average, reduce, reduction):
+    """PyTorch's ``_Reduction.legacy_get_string``: map the deprecated flags onto ``reduction``."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "mean" if (size_average and reduce) else ("sum" if reduce else "none")
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                  UserWarning, stacklevel=3)
+    return ret
+
+
+def _check_reduction(reduction):
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
+    """Mean squared error."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if weight is not None:
+        return _weighted(((input - target) ** 2) * weight, reduction)
+    return _nn.mse_loss(input, target, reduction=reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
+    """Mean absolute error."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if weight is not None:
+        return _weighted((input - target).abs() * weight, reduction)
+    return _nn.l1_loss(input, target, reduction=reduction)
+
+
+def _weighted(loss, reduction):
+    return loss if reduction == "none" else (loss.sum() if reduction == "sum" else loss.mean())
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+    _check_reduction(reduction)
+    d = (input - target).abs()
+    loss = _ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+    return _weighted(loss * weight if weight is not None else loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    d = (input - target).abs()
+    if beta == 0.0:
+        return _weighted(d, reduction)
+    return _weighted(_ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                  reduction: str = "mean", label_smoothing: float = 0.0):
+    """Cross entropy of logits ``input`` (class dim 1) against class indices or class probabilities."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    return _nn.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                             label_smoothing=label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+             reduction: str = "mean"):
+    """Negative log likelihood of log-probabilities ``input`` at class indices ``target``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.dtype.is_floating_point:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype}")
+    if input.ndim >= 2 and target.ndim >= 1 and target.shape[0] != input.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0]}).")
+    return _nn.nll_loss(input, target, weight, ignore_index=ignore_index, reduction=reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
+    """Binary cross entropy of probabilities ``input`` (log clamped at -100, as PyTorch)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                         f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
+    return _nn.binary_cross_entropy(input, target, weight, reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction: str = "mean", pos_weight=None):
+    """Binary cross entropy of logits ``input``, computed stably."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
+                         f"({list(input.shape)})")
+    return _nn.binary_cross_entropy_with_logits(input, target, weight, reduction=reduction, pos_weight=pos_weight)
