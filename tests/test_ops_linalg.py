@@ -138,10 +138,26 @@ def test_only_requested_gradient_is_computed():
      "einsum\\(\\): subscript j has size 4 for operand 1 which does not broadcast with previously seen size 3"),
     (lambda: jg.einsum("ij,jk->ik", jg.ones(2, 3)), "fewer operands were provided than specified"),
     (lambda: jg.einsum("ijk->ij", jg.ones(2, 3)), "the number of subscripts in the equation \\(3\\) does not match"),
+    (lambda: jg.ones(2, 2) @ jg.ones(2, 2, dtype=jg.float64),
+     "expected m1 and m2 to have the same dtype, but got: float != double"),
+    (lambda: jg.ones(2) @ jg.ones(2, dtype=jg.float64),
+     "dot : expected both vectors to have same dtype, but found Float and Double"),
+    (lambda: jg.bmm(jg.ones(1, 2, 2), jg.ones(1, 2, 2, dtype=jg.float64)),
+     "expected scalar type Float but found Double"),
+    (lambda: jg.linear(jg.ones(2, 2), jg.ones(2, 2), jg.ones(2, dtype=jg.float64)),
+     "self and mat2 must have the same dtype, but got Double and Float"),
+    (lambda: jg.einsum("ij,jk", jg.ones(2, 2), jg.ones(2, 2, dtype=jg.float64)),
+     "expected scalar type Float but found Double"),
 ])
+
 def test_shape_errors(fn, match):
     with pytest.raises(RuntimeError, match=match):
         fn()
+
+
+def test_integer_matmul():
+    assert (jg.tensor([[1, 2]]) @ jg.tensor([[3], [4]])).tolist() == [[11]]
+    assert jg.matmul(jg.tensor([1, 2]), jg.tensor([3, 4])).dtype is jg.int64
 
 
 # ---- float32 matmul precision ------------------------------------------------------------

@@ -108,6 +108,21 @@ def test_softplus_beta_threshold_and_gelu_arg():
         jg.gelu(jg.ones(2), approximate="bogus")
 
 
+def test_round_decimals():
+    np.testing.assert_allclose(jg.round(jg.tensor([1.2345, -2.5]), decimals=2).numpy(), [1.23, -2.5], rtol=1e-6)
+    assert jg.tensor([0.5, 1.5, 2.5]).round().tolist() == [0.0, 2.0, 2.0]  # half to even, as PyTorch
+    assert jg.floor(jg.tensor([1, 2])).dtype is jg.int64
+
+
+def test_bool_subtraction_and_negation_are_errors():
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
+        jg.tensor([True]) - jg.tensor([False])
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
+        1 - jg.tensor([True])
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not supported"):
+        -jg.tensor([True])
+
+
 def test_relu_gradient_at_zero_is_zero():
     x = jg.tensor([0.0, 1.0, -1.0], requires_grad=True)
     jg.relu(x).sum().backward()
@@ -140,10 +155,21 @@ BINARY = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("name", [n for n in sorted(BINARY) if not n.startswith("op_")])
 @SETTINGS
 @given(shp=broadcast_pair(), seed=seeds)
 def test_binary_broadcast_value_and_grad(name, shp, seed):
+    _check_binary(name, shp, seed)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(BINARY) if n.startswith("op_")])
+@FEW
+@given(shp=broadcast_pair(), seed=seeds)
+def test_binary_operators_broadcast(name, shp, seed):
+    _check_binary(name, shp, seed)
+
+
+def _check_binary(name, shp, seed):
     fn, ref, dom = BINARY[name]
     a, b = rand(shp[0], seed), rand(shp[1], seed + 7)
     if dom:
@@ -471,3 +497,72 @@ def test_clone_is_differentiable_and_independent():
     assert x.tolist() == [1.0, 2.0] and x._version == 0
     c.sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+# ---- from_jax ------------------------------------------------------------------------------
+def test_from_jax_value_grad_and_static_kwargs():
+    softclip = jg.ops.from_jax(lambda x, *, c: c * jnp.tanh(x / c))
+    x = rand((2, 3), 1) * 4
+    check_op(lambda t: softclip(t, c=2.0), lambda a: 2.0 * jnp.tanh(a / 2.0), [x])
+    check_op(lambda t: softclip(t, c=3.0), lambda a: 3.0 * jnp.tanh(a / 3.0), [x])
+    assert len(softclip.op._kernels) == 2  # one compiled kernel per static kwargs
+    gradcheck(lambda t: softclip(t, c=2.0), x)
+    assert jg.from_jax is jg.ops.from_jax
+
+
+def test_from_jax_decorator_multi_input_multi_output_and_name():
+    @jg.ops.from_jax(name="PolarBackward0")
+    def polar(r, theta):
+        return r * jnp.cos(theta), r * jnp.sin(theta)
+
+    r, th = np.abs(rand((3,), 1)) + 0.5, rand((3,), 2)
+    tr, tt = jg.tensor(r, requires_grad=True), jg.tensor(th, requires_grad=True)
+    x, y = polar(tr, tt)
+    assert x.grad_fn is y.grad_fn and x.grad_fn.name() == "PolarBackward0"
+    (x * 2 + y * 3).sum().backward()
+    ref = jax.grad(lambda a, b: jnp.sum(2 * a * jnp.cos(b) + 3 * a * jnp.sin(b)), (0, 1))(r, th)
+    np.testing.assert_allclose(tr.grad.numpy(), ref[0], rtol=1e-12)
+    np.testing.assert_allclose(tt.grad.numpy(), ref[1], rtol=1e-12)
+    # only one output used: the other's gradient is zero
+    tr.grad = tt.grad = None
+    polar(tr, tt)[1].sum().backward()
+    np.testing.assert_allclose(tr.grad.numpy(), np.sin(th), rtol=1e-12)
+
+
+def test_from_jax_second_order_and_scalars():
+    cube = jg.ops.from_jax(lambda x, s: s * x ** 3)
+    x = jg.tensor([1.0, 2.0], dtype=jg.float64, requires_grad=True)
+    (g,) = jg.autograd.grad(cube(x, 2.0).sum(), [x], create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), [6.0, 24.0])
+    (gg,) = jg.autograd.grad(g.sum(), [x])
+    np.testing.assert_allclose(gg.numpy(), [12.0, 24.0])
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "sin", "tanh", "sigmoid", "gelu", "silu", "softplus",
+                                  "relu", "neg", "reciprocal"])
+def test_unary_second_order_matches_jax(name):
+    fn, ref, _ = UNARY[name]
+    x = _data(name, (2, 3), 1)
+    t = jg.tensor(x, requires_grad=True)
+    (g,) = jg.autograd.grad(fn(t).sum(), [t], create_graph=True)
+    expect = jax.grad(lambda a: jnp.sum(jax.grad(lambda b: jnp.sum(ref(b)))(a) ** 2))(x)
+    if g.grad_fn is None:  # a linear op: its gradient is constant
+        np.testing.assert_allclose(expect, 0.0)
+        return
+    (gg,) = jg.autograd.grad((g * g).sum(), [t])
+    np.testing.assert_allclose(gg.numpy(), expect, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["mul", "div", "pow", "maximum", "atan2", "op_pow"])
+def test_binary_second_order_matches_jax(name):
+    fn, ref, dom = BINARY[name]
+    a, b = rand((2, 3), 1), rand((3,), 2)
+    if dom:
+        a, b = dom(a, b)
+    ta, tb = jg.tensor(a, requires_grad=True), jg.tensor(b, requires_grad=True)
+    ga, gb = jg.autograd.grad(fn(ta, tb).sum(), [ta, tb], create_graph=True)
+    gga, ggb = jg.autograd.grad((ga * ga).sum() + (gb * gb).sum(), [ta, tb])
+    first = jax.grad(lambda p, q: jnp.sum(ref(p, q)), (0, 1))
+    expect = jax.grad(lambda p, q: sum(jnp.sum(v ** 2) for v in first(p, q)), (0, 1))(a, b)
+    np.testing.assert_allclose(gga.numpy(), expect[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(ggb.numpy(), expect[1], rtol=1e-6, atol=1e-8)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jgrad as jg
-from _op_helpers import FEW, SETTINGS, check_op, gradcheck, rand, seeds, shapes
+from _op_helpers import SETTINGS, check_op, gradcheck, rand, seeds, shapes
 
 
 @st.composite
@@ -25,10 +25,6 @@ def shape_dims(draw, min_dims=1):
         dims = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))
         dim = tuple(d - n if draw(st.booleans()) else d for d in dims)
     return shape, dim, draw(st.booleans())
-
-
-def _axis(dim):
-    return dim
 
 
 def _kw(dim, keepdim):
@@ -225,6 +221,8 @@ def test_reduction_errors():
         jg.tensor([1, 2]).mean()
     with pytest.raises(RuntimeError, match="Expected reduction dim to be specified for input.numel\\(\\) == 0"):
         jg.zeros(0).max()
+    with pytest.raises(RuntimeError, match="std and var only support floating point and complex dtypes"):
+        jg.tensor([1, 2]).var()
 
 
 def test_std_var_unbiased_positional_and_correction():

@@ -256,7 +256,6 @@ INDICES = [
 
 
 def _index(spec, jg_side):
-    x_np = None  # noqa: F841
     conv = {
         "tensor_idx": (jg.tensor([2, 0, 2]), np.array([2, 0, 2])),
         "bool_mask": (jg.tensor(MASK), MASK),
@@ -355,6 +354,10 @@ def test_setitem_basics():
     leaf = jg.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         leaf[0] = 0.0
+    with pytest.raises(RuntimeError, match=r"The expanded size of the tensor \(3\) must match the existing size \(2\)"):
+        t[:] = jg.ones(2)
+    with pytest.raises(RuntimeError, match="shape mismatch: value tensor of shape \\[2, 3\\] cannot be broadcast"):
+        t[0] = jg.ones(2, 3)
     # a value that requires grad makes a plain tensor part of the graph
     w = jg.tensor(3.0, requires_grad=True)
     buf = jg.zeros(3)
@@ -366,11 +369,6 @@ def test_setitem_basics():
 
 # ---- type promotion (PyTorch's rules; torch is the reference) ----------------------------------
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
-
-
-def _make(kind, dt):
-    data = {"dim": [1, 0], "zerod": 1}[kind]
-    return dt, data
 
 
 def _pair(torch, a_kind, a_dt, b_kind, b_dt):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from .._dispatch import Op, call, clear_kernel_caches
 from .._tensor import Tensor
-from ._registry import broadcast_shapes, tensor_method
+from ._registry import broadcast_shapes, scalar_type_name, tensor_method
 
 _PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.DEFAULT,
                "medium": jax.lax.Precision.DEFAULT}
@@ -91,10 +91,31 @@ def _prod(shape):
     return n
 
 
+# C++ type names, as in PyTorch's "expected m1 and m2 to have the same dtype, but got: float != double"
+_CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+              "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+              "complex128": "c10::complex<double>"}
+
+
+def _check_same_dtype(a, b, batched=False):
+    """PyTorch's matmul kernels do not promote: mixed dtypes are an error."""
+    if a.dtype is b.dtype:
+        return
+    if a.ndim == 1 and b.ndim == 1:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {scalar_type_name(a.dtype)} "
+                           f"and {scalar_type_name(b.dtype)}")
+    if batched:
+        raise RuntimeError(f"expected scalar type {scalar_type_name(a.dtype)} but found {scalar_type_name(b.dtype)}")
+    raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_CPP_NAMES[a.dtype.name]} != "
+                       f"{_CPP_NAMES[b.dtype.name]}")
+
+
 def _check_matmul(a, b):
     """PyTorch's checks and wording for each matmul case (1-D, 2-D, batched)."""
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D")
+    _check_same_dtype(a, b, batched=b.ndim > 2)
     k1, k2 = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
     if a.ndim == 1 and b.ndim == 1:
         if k1 != k2:
@@ -143,6 +164,7 @@ def bmm(input, mat2):
     if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
                            f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    _check_same_dtype(input, mat2, batched=True)
     return call(BMM, input, mat2)
 
 
@@ -151,6 +173,10 @@ def linear(input, weight, bias=None):
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_prod(input.shape[:-1])}x{input.shape[-1]} "
                            f"and {weight.shape[-1]}x{weight.shape[0]})")
+    _check_same_dtype(input, weight)
+    if bias is not None and bias.dtype is not input.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {scalar_type_name(bias.dtype)} and "
+                           f"{scalar_type_name(input.dtype)}")
     if bias is None:
         return call(LINEAR_NOBIAS, input, weight, None)
     return call(LINEAR, input, weight, bias)
@@ -160,6 +186,10 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     einsum_check(equation, operands)
+    for op in operands[1:]:
+        if op.dtype is not operands[0].dtype:
+            raise RuntimeError(f"expected scalar type {scalar_type_name(operands[0].dtype)} but found "
+                               f"{scalar_type_name(op.dtype)}")
     return call(EINSUM, *operands, equation=equation)
 
 
@@ -173,7 +203,7 @@ def einsum_check(equation, operands):
     """PyTorch's wording when a subscript's sizes disagree (jnp.einsum's own error is opaque)."""
     lhs = equation.replace(" ", "").split("->")[0].split(",")
     if len(lhs) != len(operands):
-        raise RuntimeError(f"einsum(): more operands were provided than specified in the equation"
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation"
                            if len(operands) > len(lhs) else
                            "einsum(): fewer operands were provided than specified in the equation")
     seen = {}

@@ -262,7 +262,8 @@ SQUARE = _unary("PowBackward0", jnp.square, lambda ctx, g: (2 * g * ctx.saved[0]
 SIGN = Op("SignBackward0", jnp.sign, lambda ctx, g: (jnp.zeros_like(g),), save=())
 FLOOR = Op("FloorBackward0", jnp.floor, lambda ctx, g: (jnp.zeros_like(g),), save=())
 CEIL = Op("CeilBackward0", jnp.ceil, lambda ctx, g: (jnp.zeros_like(g),), save=())
-ROUND = Op("RoundBackward0", jnp.round, lambda ctx, g: (jnp.zeros_like(g),), save=())
+ROUND = Op("RoundBackward0", lambda a, decimals=0: jnp.round(a, decimals), lambda ctx, g: (jnp.zeros_like(g),),
+           save=())
 TRUNC = Op("TruncBackward0", jnp.trunc, lambda ctx, g: (jnp.zeros_like(g),), save=())
 
 
@@ -620,8 +621,13 @@ asin, acos, atan, sinh, cosh = _unary_fn(ASIN), _unary_fn(ACOS), _unary_fn(ATAN)
 arcsin, arccos, arctan = asin, acos, atan
 sigmoid, relu, erf, reciprocal, square = (_unary_fn(SIGMOID), _unary_fn(RELU), _unary_fn(ERF),
                                           _unary_fn(RECIPROCAL), _unary_fn(SQUARE))
-sign, floor, ceil, round, trunc = (_unary_fn(SIGN), _unary_fn(FLOOR), _unary_fn(CEIL),  # noqa: A001
-                                   _unary_fn(ROUND), _unary_fn(TRUNC))
+sign, floor, ceil, trunc = _unary_fn(SIGN), _unary_fn(FLOOR), _unary_fn(CEIL), _unary_fn(TRUNC)
+
+
+def round(input, *, decimals=0):  # noqa: A001 - PyTorch's name
+    return call(ROUND, input, decimals=int(decimals)) if decimals else call(ROUND, input)
+
+
 silu, logsigmoid = _unary_fn(SILU), _unary_fn(LOGSIGMOID)
 logical_not, bitwise_not = _unary_fn(LOGICAL_NOT), _unary_fn(BITWISE_NOT)
 isnan, isinf, isfinite = _unary_fn(ISNAN), _unary_fn(ISINF), _unary_fn(ISFINITE)

@@ -164,6 +164,11 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     return call(_op(MEAN, MEAN_DIM, dim), input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
 
 
+def _check_var_dtype(input):
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+
+
 def _correction(unbiased, correction):
     if correction is not None:
         return correction
@@ -174,6 +179,7 @@ def _correction(unbiased, correction):
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
+    _check_var_dtype(input)
     return call(VAR, input, dim=_dims(input, dim), correction=_correction(unbiased, correction), keepdim=keepdim)
 
 
@@ -181,6 +187,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
+    _check_var_dtype(input)
     return call(STD, input, dim=_dims(input, dim), correction=_correction(unbiased, correction), keepdim=keepdim)
 
 

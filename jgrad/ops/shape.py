@@ -348,7 +348,8 @@ FLIP = Op("FlipBackward0", lambda a, dims: jnp.flip(a, dims), lambda ctx, g: (jn
 
 @tensor_method()
 def flip(input, dims):
-    return call(FLIP, input, dims=norm_dim(dims, input.ndim))
+    dims = norm_dim(dims, input.ndim)
+    return call(FLIP, input, dims=dims if input.ndim else ())
 
 
 ROLL = Op("RollBackward0", lambda a, shifts, dims: jnp.roll(a, shifts, dims))
@@ -540,8 +541,21 @@ GETITEM = Op("IndexBackward0", lambda a, *idx, spec: a[_build_index(spec, idx)])
 
 
 def _setitem_fwd(a, v, *idx, spec):
-    v = jnp.asarray(v, a.dtype) if not hasattr(v, "dtype") else v.astype(a.dtype)
-    return a.at[_build_index(spec, idx)].set(v)
+    index = _build_index(spec, idx)
+    _check_value_shape(jnp.shape(v), a[index].shape)  # traced: a[index] costs nothing at run time
+    return a.at[index].set(jnp.asarray(v).astype(a.dtype))
+
+
+def _check_value_shape(vshape, target):
+    """PyTorch's wording when the assigned value does not broadcast to the indexed region."""
+    if len(vshape) > len(target):
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
+                           f"result of shape {list(target)}")
+    for k in range(1, len(vshape) + 1):
+        if vshape[-k] != 1 and vshape[-k] != target[-k]:
+            raise RuntimeError(f"The expanded size of the tensor ({target[-k]}) must match the existing size "
+                               f"({vshape[-k]}) at non-singleton dimension {len(target) - k}.  Target sizes: "
+                               f"{list(target)}.  Tensor sizes: {list(vshape)}")
 
 
 SETITEM = Op("IndexPutBackward0", _setitem_fwd)
