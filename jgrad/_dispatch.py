@@ -43,11 +43,16 @@ class Op:
     """
 
     __slots__ = ("name", "forward", "backward", "save", "save_outputs", "num_outputs", "differentiable",
-                 "_kernels", "_bwd_kernels", "_derived", "__weakref__")
+                 "edge_args", "_kernels", "_bwd_kernels", "_derived", "__weakref__")
 
     def __init__(self, name, forward, backward=None, *, save=None, save_outputs=False, num_outputs=1,
-                 differentiable=True):
+                 differentiable=True, edge_args=None):
         self.name = name
+        # The positional inputs that are graph inputs of the node (one edge each, None when not
+        # a tensor requiring grad); None: all of them. PyTorch keeps an edge for a Python scalar
+        # of binary arithmetic (`x * 2`: MulBackward0 has two next functions) but none for
+        # attribute-like arguments (`x.clamp(0, 1)`: ClampBackward1 has one): ops say which.
+        self.edge_args = tuple(edge_args) if edge_args is not None else None
         self.forward = forward
         self.backward = backward
         # Without a formula every input is saved (jax.vjp recomputes the forward).
@@ -159,18 +164,18 @@ def _backward_body(op, attrs, mask, in_avals):
 class OpNode(Node):
     """The backward node of one dispatched op (``MulBackward0`` ...)."""
 
-    # tensor_pos: the positional inputs that are Tensors (None: all are). Only they get an
-    # edge, as in PyTorch (`x * 2` is MulBackward with one next function); backward kernels
-    # stay positional (masks and results are scattered/gathered through tensor_pos).
-    __slots__ = ("op", "key", "attrs", "saved", "saved_out", "in_avals", "device", "released", "tensor_pos")
+    # tensor_pos: op.edge_args, the positional inputs that have an edge (None: all). Backward
+    # kernels stay positional: masks and results are scattered/gathered through it.
+    # has_saved: some tensor was saved (scalars are plain attributes, never released).
+    __slots__ = ("op", "key", "attrs", "saved", "saved_out", "in_avals", "device", "released", "tensor_pos",
+                 "has_saved")
 
     def name(self):
         return self.op.name
 
     def release_variables(self):
-        saved = self.saved
-        if not self.saved_out and not (saved and any(type(s) is SavedVariable for s in saved)):
-            return  # nothing saved (scalars are attributes): it may run again, as in PyTorch
+        if not self.has_saved:
+            return  # nothing saved: it may run again, as in PyTorch
         self.released = True  # first: a concurrent apply() that read saved=None then sees it
         self.saved = None
         self.saved_out = None
@@ -182,26 +187,30 @@ class OpNode(Node):
         if self.released:
             raise RuntimeError(_SECOND_BACKWARD)
         edges = self.next_edges
-        mask = tuple(task_should_compute_output(e) for e in edges)
-        if not any(mask):
+        mask = tuple([task_should_compute_output(e) for e in edges])
+        if True not in mask:
             return [None] * len(edges)
-        if all(g is None for g in grads):
-            return [None] * len(edges)  # codegen's any_grad_defined: undefined in, undefined out
+        if len(grads) == 1:
+            if grads[0] is None:
+                return [None] * len(edges)  # codegen's any_grad_defined: undefined in, undefined out
+        elif all(g is None for g in grads):
+            return [None] * len(edges)
+        else:
+            for i, g in enumerate(grads):
+                if g is None:
+                    meta = self.input_metadata[i]
+                    grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
         pos = self.tensor_pos
         if pos is not None:  # positional mask for the kernel
             full = [False] * len(self.in_avals)
             for j, p in enumerate(pos):
                 full[p] = mask[j]
             mask = tuple(full)
-        for i, g in enumerate(grads):
-            if g is None:
-                meta = self.input_metadata[i]
-                grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
         if _state.grad_enabled:
             out = self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
             return out if pos is None else [out[p] for p in pos]
         kernel = self.op.backward_kernel(self.key, self.attrs, mask, self.in_avals)
-        if saved_out or (saved_vars and any(type(s) is SavedVariable for s in saved_vars)):
+        if self.has_saved:
             # Version-check only what this kernel reads: PyTorch saves (and checks) only what a
             # formula uses, while a jax.vjp-derived backward saves every input (indexing reads
             # just the shape of its base, which may then be written in place).
@@ -444,20 +453,16 @@ def _inplace_result(op, target, res):
 
 def _record(op, key, attrs, args, outs, dev, stream, inplace):
     node = OpNode.__new__(OpNode)
-    edges = []
-    in_avals = []
-    pos = None
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            edges.append(gradient_edge(a))
-            in_avals.append((a.shape, a._data.dtype if a._data is not None else a._aval.dtype))
-            if pos is not None:
-                pos.append(i)
-        else:
-            if pos is None:
-                pos = list(range(i))  # a non-Tensor argument (scalar, None): no edge for it
-            in_avals.append(None)
+    in_avals = [(a.shape, a._data.dtype if a._data is not None else a._aval.dtype) if isinstance(a, Tensor)
+                else None for a in args]
+    pos = op.edge_args
+    if pos is None:
+        edges = [gradient_edge(a) if isinstance(a, Tensor) else None for a in args]
+    else:
+        pos = tuple(i for i in pos if i < len(args))
+        edges = [gradient_edge(args[i]) if isinstance(args[i], Tensor) else None for i in pos]
     save = op.save
+    has_saved = op.save_outputs
     if save is None:
         saved = None
     else:
@@ -466,6 +471,7 @@ def _record(op, key, attrs, args, outs, dev, stream, inplace):
             if save == "all" or i in save:
                 if isinstance(a, Tensor):
                     saved.append(SavedVariable(a, own_version=a is inplace))
+                    has_saved = True
                 else:
                     saved.append(a)
             else:
@@ -497,7 +503,8 @@ def _record(op, key, attrs, args, outs, dev, stream, inplace):
     node._stream = stream
     node.op, node.key, node.attrs, node.device, node.released = op, key, attrs, dev, False
     node.in_avals = tuple(in_avals)
-    node.tensor_pos = tuple(pos) if pos is not None else None
+    node.tensor_pos = pos
+    node.has_saved = has_saved
     node.saved = saved
     node.saved_out = [SavedVariable(t, is_output=True) for t, _ in results] if op.save_outputs else None
     return tuple(t for t, _ in results)

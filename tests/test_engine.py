@@ -245,6 +245,73 @@ def test_grad_unreachable_inputs():
     assert u.grad is None
 
 
+def test_gradient_edges_as_inputs_and_outputs():
+    # test_grad_to_node / test_grad_to_node_inplace / test_gradient_edge_output / test_backward_to_node
+    G = A.graph
+    x = leaf(rnd(2, seed=30))
+    out = x.clone()
+    edge = G.get_gradient_edge(x)
+    assert edge.node is out.grad_fn.next_functions[0][0] and edge.output_nr == 0
+    assert A.grad(out.sum(), edge)[0].tolist() == A.grad(out.sum(), x, retain_graph=False)[0].tolist() == [1, 1]
+
+    y = leaf(rnd(2, seed=31)).clone()
+    y_edge = G.get_gradient_edge(y)
+    y *= 2  # the edge still names the value before the in-place op
+    g_old, g_new = A.grad(y.sum(), (y_edge, y))
+    np.testing.assert_array_equal(npy(g_old), [2.0, 2.0])
+    np.testing.assert_array_equal(npy(g_new), [1.0, 1.0])
+
+    z = leaf(rnd(2, seed=32))
+    tmp = z * 3
+    tmp_edge = G.get_gradient_edge(tmp)
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        A.backward(tmp_edge, inputs=(z,))
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        A.backward(tmp_edge, jg.ones(4, dtype=F64), inputs=(z,))
+    A.backward(tmp_edge, jg.ones(2, dtype=F64), inputs=(z,))
+    np.testing.assert_array_equal(npy(z.grad), [3.0, 3.0])
+
+    u = leaf(rnd(2, seed=33)).clone()
+    v = leaf(rnd(2, seed=34)).clone()
+    with pytest.raises(RuntimeError, match="materialize_grads cannot be used when the given input is a GradientEdge"):
+        A.grad(u.clone().sum(), (u, G.get_gradient_edge(v)), allow_unused=True, materialize_grads=True)
+
+
+def test_calling_a_node_directly():
+    # test_grad_fn_badcalls
+    x = leaf([1.0])
+    y = x * x
+    with pytest.raises(TypeError, match="expected .* arguments, got .* instead"):
+        y.grad_fn(x.detach(), x.detach())
+    with pytest.raises(TypeError, match="expected .* arguments, got .* instead"):
+        y.grad_fn()
+    ga, gb = y.grad_fn(jg.ones(1, dtype=F64))  # one gradient per next function
+    np.testing.assert_allclose(npy(ga), [1.0])
+    np.testing.assert_allclose(npy(gb), [1.0])
+
+
+def test_next_functions_follow_the_ops_inputs():
+    # PyTorch: `x * 2` keeps an edge for the scalar, `x.clamp(0, 1)` has none for its bounds;
+    # an op declares its graph inputs with Op(edge_args=...), the kernel stays positional.
+    from jgrad._dispatch import Op, call
+
+    x = leaf([0.5, 2.0])
+    assert [(type(n).__name__ if n is not None else None, i) for n, i in (x * 2).grad_fn.next_functions] == \
+        [("AccumulateGrad", 0), (None, 0)]
+    clip = Op("ClipBackward0", lambda a, lo, hi: jnp.clip(a, lo, hi), edge_args=(0,))
+    w = leaf([1.0, 3.0])
+    y = call(clip, x * w, 0.0, 1.5)
+    assert len(y.grad_fn.next_functions) == 1 and y.grad_fn.next_functions[0][0].name() == "MulBackward0"
+    seen = []
+    y.grad_fn.register_hook(lambda gi, go: seen.append(len(gi)))
+    gx, gw = A.grad(y.sum(), (x, w))
+    assert seen == [1]
+    f = lambda x, w: jnp.sum(jnp.clip(x * w, 0.0, 1.5))  # noqa: E731
+    jx, jw = jax.grad(f, argnums=(0, 1))(np.array([0.5, 2.0]), np.array([1.0, 3.0]))
+    np.testing.assert_allclose(npy(gx), jx)
+    np.testing.assert_allclose(npy(gw), jw)
+
+
 def test_pruning_by_topological_nr():
     # engine.cpp compute_dependencies / init_to_execute: nothing created before the
     # earliest input (smaller topological_nr) is even traversed.
@@ -1015,6 +1082,33 @@ def _deep_warn_fn():
             return g
 
     return DeepWarn
+
+
+def test_deep_reentrant_backward_on_a_device_thread():
+    seen = set()
+
+    class DeepDev(Function):
+        @staticmethod
+        def forward(ctx, x):
+            with jg.enable_grad():
+                ctx.x = jg.tensor([x.item()], dtype=F64, device="cpu:1", requires_grad=True) - 1
+            return ctx.x.detach()
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.add(threading.current_thread().name)
+            if ctx.x.item() < 0:
+                return g
+            with jg.enable_grad():
+                DeepDev.apply(ctx.x).sum().backward()
+            return g
+
+    v = jg.tensor([60.0], dtype=F64, device="cpu:1", requires_grad=True)
+    DeepDev.apply(v).sum().backward()
+    np.testing.assert_allclose(npy(v.grad), [1.0])
+    # first on the device thread, then (past the depth limit) on the reentrant worker pool
+    assert "jgrad-autograd-cpu:1" in seen and "jgrad-autograd-reentrant" in seen
+    assert threading.current_thread().name not in seen
 
 
 def test_concurrent_python_threads_share_the_device_thread():

@@ -313,6 +313,12 @@ def test_mark_dirty():
     np.testing.assert_allclose(npy(a.grad), [8.0, 16.0])  # d/da (2a)^2 = 8a
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place operation."):
         Double_.apply(a)
+    # a retained gradient follows the tensor to its new grad_fn
+    r = a.clone()
+    r.retain_grad()
+    Double_.apply(r)
+    (r * 3).sum().backward()
+    np.testing.assert_allclose(npy(r.grad), [3.0, 3.0])
 
 
 def test_setup_context_style():

@@ -226,11 +226,22 @@ def test_grad_fn_prehooks_and_posthooks(kind):
     assert post_counter[0] == 2 and pre_counter[0] == 3
     np.testing.assert_allclose(npy(a.grad), [16.0])
 
-    # a post-hook's return value replaces the node's outputs
+    # a post-hook's return value replaces the node's outputs; `x * 2` has an edge for the 2 too
+    # (MulBackward0's next_functions are ((AccumulateGrad, 0), (None, 0)), as in PyTorch)
     a2 = leaf([1.0, 1.0])
     b2 = mul2(a2)
-    b2.grad_fn.register_hook(lambda gi, go: (gi[0] + 100,))
+    n_in = len(b2.grad_fn.next_functions)
+    assert n_in == (2 if kind == "op" else 1)
+    seen = []
+
+    def replace(gi, go):
+        seen.append(len(gi))
+        assert all(g is None for g in gi[1:])
+        return (gi[0] + 100,) + tuple(gi[1:])
+
+    b2.grad_fn.register_hook(replace)
     b2.sum().backward()
+    assert seen == [n_in]
     np.testing.assert_allclose(npy(a2.grad), [102.0, 102.0])
 
 

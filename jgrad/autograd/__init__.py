@@ -21,12 +21,34 @@ __all__ = ["backward", "grad", "Function", "once_differentiable", "no_grad", "en
 def _as_tuple(x):
     if x is None:
         return ()
-    return (x,) if isinstance(x, Tensor) else tuple(x)
+    return (x,) if isinstance(x, (Tensor, graph.GradientEdge)) else tuple(x)
+
+
+class _EdgeOutput:
+    """A GradientEdge used as an output: its shape, dtype and device come from the node."""
+
+    __slots__ = ("shape", "dtype", "_device", "_req")
+
+    def __init__(self, edge):
+        meta = edge.node.input_metadata[edge.output_nr]
+        self.shape, self.dtype, self._device, self._req = tuple(meta.shape), meta.dtype, meta.device, True
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def new_ones(self, shape):
+        from ..ops.creation import ones
+        return ones(shape, dtype=self.dtype, device=self._device)
 
 
 def _make_grads(outputs, grads):
     new = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
+        if isinstance(out, graph.GradientEdge):
+            out = _EdgeOutput(out)
         if isinstance(g, Tensor):
             if g.shape != out.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
@@ -71,6 +93,9 @@ class _Unreachable(Node):
 def _run_backward(tensors, grads, keep_graph, create_graph, inputs, accumulate_grad):
     roots = []
     for i, t in enumerate(tensors):
+        if isinstance(t, graph.GradientEdge):
+            roots.append((t.node, t.output_nr))
+            continue
         if not isinstance(t, Tensor):
             raise TypeError(f"element {i} of tensors is a {type(t).__name__}, not a Tensor")
         e = gradient_edge(t)
@@ -79,8 +104,11 @@ def _run_backward(tensors, grads, keep_graph, create_graph, inputs, accumulate_g
         roots.append(e)
     outputs = []
     for t in inputs:
+        if isinstance(t, graph.GradientEdge):
+            outputs.append((t.node, t.output_nr))  # an edge: its node's input, whatever tensor it was
+            continue
         if not isinstance(t, Tensor):
-            raise TypeError(f"inputs must be Tensors, got {type(t).__name__}")
+            raise TypeError(f"inputs must be Tensors or GradientEdges, got {type(t).__name__}")
         if not t._req:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         if accumulate_grad:
@@ -131,6 +159,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
                                    "Set allow_unused=True if this is the desired behavior.")
             if materialize_grads:
+                if isinstance(t, graph.GradientEdge):
+                    raise RuntimeError("materialize_grads cannot be used when the given input is a GradientEdge")
                 # zeros_like(input, requires_grad=create_graph): differentiable again under create_graph
                 r = t.new_zeros(t.shape, requires_grad=bool(create_graph))
         out.append(r)

@@ -637,10 +637,14 @@ class Engine:
 
     def _run_task(self, local, task):
         # ThreadLocalStateGuard + GraphTaskGuard + NodeGuard + WarningHandlerGuard of thread_main.
-        prev_task, prev_node = _tls.graph_task, _tls.current_node
-        _tls.graph_task, _tls.current_node = local, task.fn
-        prev_state = _swap_state(local)
-        capture = _begin_warning_capture(local)
+        tls, st = _tls, _state
+        prev = (tls.graph_task, tls.current_node, st.grad_enabled, st.anomaly_enabled, st.anomaly_check_nan,
+                st.multithreading_enabled)
+        tls.graph_task, tls.current_node = local, task.fn
+        st.grad_enabled = local.grad_mode
+        st.anomaly_enabled, st.anomaly_check_nan = local.anomaly
+        st.multithreading_enabled = local.multithreading
+        capture = None if threading.get_ident() == local.owner_thread else _begin_warning_capture(local)
         error = None
         try:
             self.evaluate_function(local, task.fn, task.inputs, local.cpu_ready_queue)
@@ -649,9 +653,10 @@ class Engine:
             # The anomaly report is a warning of this thread: emit it while it is still captured.
             local.set_exception_without_signal(e, task.fn)
         finally:
-            _restore_state(prev_state)
-            _tls.graph_task, _tls.current_node = prev_task, prev_node
-            _end_warning_capture(local, capture)
+            (tls.graph_task, tls.current_node, st.grad_enabled, st.anomaly_enabled, st.anomaly_check_nan,
+             st.multithreading_enabled) = prev
+            if capture is not None:
+                _end_warning_capture(local, capture)
         if error is not None:
             local._signal_error(error)  # only now may the owner wake up and replay the warnings
 

@@ -146,7 +146,7 @@ class Function(metaclass=_FunctionMeta):
         dirty = {id(t) for t in getattr(ctx, "dirty_tensors", ())}
         nondiff = {id(t) for t in getattr(ctx, "non_differentiable", ())}
         arg_ids = {id(a) for a in args if isinstance(a, Tensor)}
-        wrapped, metas = [], []
+        wrapped, metas, moved = [], [], []
         for i, o in enumerate(outs):
             if not isinstance(o, Tensor):
                 wrapped.append(o)
@@ -156,6 +156,11 @@ class Function(metaclass=_FunctionMeta):
                 if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
                 t = o
+                if t._retains_grad and t._grad_fn is not None:
+                    # as for built-in in-place ops: the retains_grad hook follows the new grad_fn
+                    hook = t._grad_fn._retains_grad_hooks.pop(t._output_nr, None)
+                    if hook is not None:
+                        moved.append((i, hook))
             elif id(o) in arg_ids:
                 t = o.detach()  # an input returned as-is becomes a new output of this node
                 t._vc = [o._vc[0]]
@@ -168,6 +173,7 @@ class Function(metaclass=_FunctionMeta):
                 t._req = False
             wrapped.append(t)
         Node.__init__(node, edges, tuple(metas))
+        node._retains_grad_hooks.update(moved)
         node.ctx, node.fn_cls, node.is_tensor_input = ctx, cls, is_tensor
         ctx._node = node
         first = next((a for a in args if isinstance(a, Tensor)), None)

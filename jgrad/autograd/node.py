@@ -119,6 +119,8 @@ class Node:
         return self._stream
 
     def __call__(self, *grads):
+        if len(grads) != len(self.input_metadata):  # python_cpp_function.cpp's argument check
+            raise TypeError(f"expected {len(self.input_metadata)} arguments, got {len(grads)} instead")
         return self.apply(list(grads))
 
     def __repr__(self):
