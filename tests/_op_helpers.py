@@ -3,6 +3,8 @@ data, and compare forward values and vector-Jacobian products (jgrad's backward 
 ``jax.vjp``). Never compares jgrad with itself."""
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,10 +15,12 @@ from hypothesis.extra import numpy as hnp
 import jgrad as jg
 
 # Few examples, no deadline, no shrinking: every new shape compiles kernels (XLA), which is slow-ish.
-SETTINGS = settings(max_examples=4, deadline=None, derandomize=True,
+# CI runs the suite in a few minutes on 2 cores; JGRAD_TEST_THOROUGH=1 draws twice as many examples.
+_THOROUGH = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
+SETTINGS = settings(max_examples=4 if _THOROUGH else 2, deadline=None, derandomize=True,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate],
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-FEW = settings(SETTINGS, max_examples=2)  # for long parametrized lists (each op also has fixed cases)
+FEW = settings(SETTINGS, max_examples=2 if _THOROUGH else 1)  # long parametrized lists (each op has fixed cases)
 
 
 def shapes(min_dims=0, max_dims=3, min_side=1, max_side=4):

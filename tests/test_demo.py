@@ -9,6 +9,7 @@ import sys
 def test_demo_trains_and_matches_jax_grad():
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_ENABLE_X64", "XLA_FLAGS")}
     env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = "--xla_backend_optimization_level=0"  # compile speed only, as in conftest.py
     proc = subprocess.run([sys.executable, "-m", "jgrad"], capture_output=True, text=True, env=env, timeout=240,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = proc.stdout

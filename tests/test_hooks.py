@@ -692,3 +692,36 @@ def test_post_accumulate_grad_hooks():
     h.remove()
     p.sum().backward()
     assert calls == [1.0]
+
+
+def _hook_tuple_none_case(lib, where):
+    """One scenario: a node hook returns a tuple whose entry for one gradient is None."""
+    a = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    b = lib.tensor([3.0, 4.0], dtype=lib.float64, requires_grad=True)
+    y = a * b
+    if where == "pre":
+        y.grad_fn.register_prehook(lambda go: (None,))
+    elif where == "post":
+        y.grad_fn.register_hook(lambda gi, go: (None, gi[1] * 10))
+    elif where == "post_chain":
+        y.grad_fn.register_hook(lambda gi, go: (gi[0] * 2, gi[1] * 10))
+        y.grad_fn.register_hook(lambda gi, go: (None, gi[1] + 1))
+    elif where == "pre_two_outputs":
+        p, q = (a * b).chunk(2)  # one SplitBackward0 node with two outputs
+        p.grad_fn.register_prehook(lambda go: (None, go[1] * 10))
+        y = lib.cat([p * 1, q * 2])
+    y.sum().backward()
+    return [None if t.grad is None else np.asarray(t.grad.detach().numpy()) for t in (a, b)]
+
+
+@pytest.mark.parametrize("where", ["pre", "post", "post_chain", "pre_two_outputs"])
+def test_node_hook_tuple_with_none_entry_drops_that_gradient(where):
+    # PyTorch's _call_hooks: a None entry in a returned tuple makes that gradient undefined
+    # (unlike a hook returning None, which keeps every gradient); checked against torch itself.
+    torch = pytest.importorskip("torch")
+    expected = _hook_tuple_none_case(torch, where)
+    got = _hook_tuple_none_case(jg, where)
+    for e, g in zip(expected, got):
+        assert (e is None) == (g is None), (expected, got)
+        if e is not None:
+            np.testing.assert_allclose(g, e)

@@ -42,8 +42,11 @@ def _infer_dtype(data):
     return (None, _dtype.bool, _dtype._index_dtype(), _dtype.get_default_dtype())[cat]
 
 
-def _as_array(data, dtype=None, device=None):
-    """Convert data (Tensor, jax/NumPy array, nested lists, scalar) to a jax.Array on a device."""
+def _as_array(data, dtype=None, device=None, copy=False):
+    """Convert data (Tensor, jax/NumPy array, nested lists, scalar) to a jax.Array on a device.
+
+    ``copy=True``: never share host memory with ``data`` (jax aliases 64-byte-aligned NumPy
+    buffers on the CPU, so a later write into the NumPy array would change the tensor)."""
     dev = _target_device(device)
     if isinstance(data, Tensor):
         arr = data._value
@@ -62,19 +65,26 @@ def _as_array(data, dtype=None, device=None):
             arr = arr.astype(dt.np)
     else:
         _dtype.from_np(arr.dtype)  # unsupported dtypes fail here, clearly
+    if copy and isinstance(arr, np.ndarray) and (arr is data or arr.base is not None):
+        arr = arr.copy()  # a view of the caller's memory (an ndarray, a buffer, a torch tensor)
     return jax.device_put(arr, dev.jax_device)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Build a tensor from data (lists, scalars, NumPy or JAX arrays, tensors), copying nothing on-device."""
-    arr = _as_array(data, dtype, device)
+    """Build a tensor from data (lists, scalars, NumPy or JAX arrays, tensors).
+
+    Like ``torch.tensor`` it never shares host memory with ``data`` (JAX arrays are immutable,
+    so those are not copied)."""
+    arr = _as_array(data, dtype, device, copy=True)
     t = Tensor._make(arr, _target_device(device))
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-as_tensor = tensor
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``torch.as_tensor``: like ``tensor`` but may share memory with a NumPy array (see interop.numpy)."""
+    return Tensor._make(_as_array(data, dtype, device), _target_device(device))
 
 
 def _shape(size):
