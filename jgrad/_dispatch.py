@@ -24,6 +24,7 @@ from ._device import get_default_device
 from ._tensor import Tensor
 from .streams import _current_for, _san as _sanitizing, _tls as _stream_tls, active_captures as _active_captures
 from .streams import check_access, host_read, record_new
+from ._capture import Buffer, CaptureError, abstract, concrete
 from .autograd.engine import task_should_compute_output
 from .autograd.grad_mode import state as _state
 from .autograd.node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
@@ -226,14 +227,24 @@ class OpNode(Node):
             saved = tuple(saved_vars) if saved_vars is not None else ()
             outs = ()
         stream = self._stream
-        if _sanitizing[0]:
-            check_access([g for g in grads] + [_saved_view(s) for s in saved_vars or () if type(s) is SavedVariable],
-                         (), stream, self.name())
-        res = kernel(saved, outs, tuple(g._value for g in grads))
-        _track(stream, [r for r in res if r is not None])
+        cap = stream._capture if stream is not None else None
+        raw = tuple([g._data for g in grads])
+        if cap is not None:
+            res = cap.record(kernel, (saved, outs, raw), stream, grads)  # grads made before capture are inputs
+        else:
+            if _active_captures:
+                _outside_capture(self.name(), stream)
+            if _sanitizing[0]:
+                check_access([g for g in grads] + [_saved_view(s) for s in saved_vars or ()
+                                                   if type(s) is SavedVariable], (), stream, self.name())
+            try:
+                res = kernel(saved, outs, raw)
+            except TypeError:
+                res = _run_with_buffers(kernel, (saved, outs, raw), stream)
+            _track(stream, [r for r in res if r is not None])
         dev = self.device
         out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
-        if _sanitizing[0]:
+        if _sanitizing[0] and cap is None:
             record_new([t for t in out if t is not None], stream, self.name())
         return out if pos is None else [out[p] for p in pos]
 
@@ -245,8 +256,8 @@ class OpNode(Node):
         outs = list(saved_out) if saved_out else []
         used = _DERIVED_USED.get(bop)
         if used is None:
-            raw = [s.data if type(s) is SavedVariable else s for s in saved + outs] + [g._value for g in grads]
-            used = _DERIVED_USED[bop] = _used_inputs(bop, raw)
+            raw = [s.data if type(s) is SavedVariable else s for s in saved + outs] + [g._data for g in grads]
+            used = _DERIVED_USED[bop] = _used_inputs(bop, abstract(raw))
         # Saved tensors the formula never reads go in as plain arrays (and are not version-
         # checked), so the double-backward graph links only to what the derivative depends on,
         # as PyTorch's formula-built graph does: grad(x * a, x) depends on a alone, and a later
@@ -254,7 +265,7 @@ class OpNode(Node):
         n = len(saved) + len(outs)
         flat = [(s.unpack(self) if u else s.data) if type(s) is SavedVariable else s
                 for s, u in zip(saved + outs, used)]
-        flat += [g if u else g._value for g, u in zip(grads, used[n:])]
+        flat += [g if u else g._data for g, u in zip(grads, used[n:])]
         if not any(isinstance(a, Tensor) for a in flat):
             flat[n] = grads[0]  # keep one Tensor argument: the result's device and stream come from it
         res = call(bop, *flat)
@@ -308,7 +319,7 @@ def _kernel_reads(kernel, saved, saved_out, grads):
     """Which saved entries and saved outputs a compiled backward kernel actually reads."""
     saved_raw = tuple(s.data if type(s) is SavedVariable else s for s in saved)
     outs_raw = tuple(s.data for s in saved_out)
-    closed = jax.make_jaxpr(kernel)(saved_raw, outs_raw, tuple(g._value for g in grads))
+    closed = jax.make_jaxpr(kernel)(*abstract((saved_raw, outs_raw, tuple(g._data for g in grads))))
     flags = iter(_live_invars(closed.jaxpr))
     leaves = jax.tree_util.tree_leaves
 
@@ -367,15 +378,33 @@ def call_foreach(op, targets, *args, **attrs):
                            "jgrad.no_grad() (optimizers do this in step()).")
     key = tuple(attrs.items()) if attrs else ()
     kernel = op._kernels.get(key) or op.kernel(key, attrs)
-    arrays = [t._value for t in targets]
-    arrays += [a._value if isinstance(a, Tensor) else a for a in args]
-    outs = kernel(*arrays)
+    arrays = [t._data for t in targets]
+    arrays += [a._data if isinstance(a, Tensor) else a for a in args]
+    dev = targets[0]._device if targets else get_default_device()
+    stream = _stream_tls.current.get(dev) or _current_for(dev)
+    cap = stream._capture
+    if cap is not None:
+        outs = cap.record(kernel, arrays, stream, list(targets) + list(args))
+    else:
+        if _active_captures:
+            _outside_capture(op.name, stream)
+        try:
+            outs = kernel(*arrays)
+        except TypeError:
+            outs = _run_with_buffers(kernel, arrays, stream)
     if len(outs) != len(targets):
         raise RuntimeError(f"{op.name} returned {len(outs)} values for {len(targets)} targets")
     for t, o in zip(targets, outs):
         if o.shape != t.shape:
             raise RuntimeError(f"{op.name}: update of shape {list(o.shape)} for a tensor of shape {list(t.shape)}")
-        t._data = o.astype(t._data.dtype) if o.dtype != t._data.dtype else o
+        if o.dtype != t._data.dtype:
+            if cap is not None:
+                raise RuntimeError(f"{op.name}: update of dtype {o.dtype} for a tensor of dtype {t._data.dtype} "
+                                   "cannot be captured; make the kernel return the tensor's dtype.")
+            o = o.astype(t._data.dtype)
+        if cap is not None:
+            cap.write(t, o)
+        t._data = o
         t._vc[0] += 1
     return targets
 
@@ -401,10 +430,18 @@ def _call(op, args, key, attrs, inplace):
     if dev is None:
         dev = get_default_device()
     stream = _stream_tls.current.get(dev) or _current_for(dev)
+    cap = stream._capture
+    if cap is not None:
+        return _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inplace, req)
+    if _active_captures:
+        _outside_capture(op.name, stream)
     if _sanitizing[0]:
         check_access([a for a in args if isinstance(a, Tensor)], (inplace,) if inplace is not None else (),
                      stream, op.name)
-    out = kernel(*arrays)
+    try:
+        out = kernel(*arrays)
+    except TypeError:
+        out = _run_with_buffers(kernel, arrays, stream)
     multi = type(out) is tuple
     outs = out if multi else (out,)
     _track(stream, outs)
@@ -428,6 +465,57 @@ def _call(op, args, key, attrs, inplace):
     if _sanitizing[0]:
         record_new([t for t in res if t is not inplace], stream, op.name)
     return res if multi else res[0]
+
+
+def _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inplace, req):
+    """``_call`` while ``stream`` captures: record the kernel; outputs are Buffers."""
+    out = cap.record(kernel, arrays, stream, args)
+    multi = type(out) is tuple
+    outs = out if multi else (out,)
+    if inplace is not None:
+        res0 = outs[0]
+        if res0.shape != inplace.shape or res0.dtype != inplace._data.dtype:
+            _inplace_result(op, inplace, _ShapeOnly(res0))  # the eager error, if any
+            raise CaptureError(f"in-place {op.name} changes the dtype of a tensor from {inplace._data.dtype} to "
+                               f"{res0.dtype}, which cannot be captured; cast explicitly.")
+        cap.write(inplace, res0)
+        inplace._stream = stream
+    if req and op.differentiable and _state.grad_enabled:
+        res = _record(op, key, attrs, args, outs, dev, stream, inplace)
+    elif inplace is not None:
+        inplace._data = outs[0]
+        inplace._vc[0] += 1
+        res = (inplace,) + tuple(Tensor._make(o, dev, stream) for o in outs[1:])
+    else:
+        res = tuple(Tensor._make(o, dev, stream) for o in outs)
+    return res if multi else res[0]
+
+
+def _outside_capture(what, stream):
+    """Work issued on a stream that is not part of the capture under way: an error, not silent eager work."""
+    for cap in list(_active_captures):
+        cap.fail(f"{what} was issued on {stream}, which is not part of the capture of {cap.graph_name} on "
+                 f"{cap.origin}: during a capture, work goes to the capturing stream or to streams that joined "
+                 "it (side.wait_stream(capturing_stream)); put the tensors on the capture's device "
+                 f"({cap.origin.device}) or capture on their device with jg.graph(g, stream=jg.Stream(device)).")
+
+
+class _ShapeOnly:
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, b):
+        self.shape, self.dtype = b.shape, b.dtype
+
+    def astype(self, dtype):
+        return self
+
+
+def _run_with_buffers(kernel, args, stream, spread=False):
+    """A kernel whose arguments include captured buffers, outside their capture: use their values."""
+    leaves = jax.tree_util.tree_leaves(args)
+    if not any(type(x) is Buffer for x in leaves):
+        raise  # noqa: PLE0704 - the TypeError being handled, not about buffers
+    return kernel(*concrete(args))
 
 
 def _track(stream, arrays):
@@ -470,7 +558,10 @@ def _record(op, key, attrs, args, outs, dev, stream, inplace):
         for i, a in enumerate(args):
             if save == "all" or i in save:
                 if isinstance(a, Tensor):
-                    saved.append(SavedVariable(a, own_version=a is inplace))
+                    sv = SavedVariable(a, own_version=a is inplace)
+                    if stream._capture is not None and type(sv.data) is not Buffer:
+                        sv.data = stream._capture.alias(sv.data)  # the value of each replay, not of capture
+                    saved.append(sv)
                     has_saved = True
                 else:
                     saved.append(a)
@@ -527,4 +618,10 @@ def _saved_view(s):
 
 
 def materialize(tensor):
+    """The array of a tensor whose ``_data`` is not an array: a captured buffer's value, or an error."""
+    d = tensor._data
+    if type(d) is Buffer:
+        if d.value is not None:
+            return d.value
+        raise d.missing()
     raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")

@@ -6,12 +6,14 @@ this module holds only storage, metadata and the autograd-facing methods.
 from __future__ import annotations
 
 import weakref
+from weakref import ref as _weakref
 
 import numpy as np
 
 from . import _dtype
 from ._device import device as _device_cls
 from ._tls import state as _grad_state
+from ._capture import Buffer as _Buffer
 
 
 class Tensor:
@@ -29,7 +31,7 @@ class Tensor:
     def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):
         from .ops.creation import _as_array  # the factory path owns conversion rules
 
-        arr = _as_array(data if data is not None else [], dtype, device)
+        arr = _as_array(data if data is not None else [], dtype, device, copy=True)
         _init(self, arr, _device_from_array(arr, device), requires_grad)
 
     @classmethod
@@ -49,6 +51,8 @@ class Tensor:
         t._post_acc_hooks = None
         t._aval = None
         t._capture = None
+        if type(data) is _Buffer:
+            data.holders.append(_weakref(t))  # replay rebinds it to the value
         return t
 
     # ---- metadata ------------------------------------------------------
@@ -59,10 +63,19 @@ class Tensor:
 
     @data.setter
     def data(self, other: "Tensor"):
-        self._set_storage(other._data if isinstance(other, Tensor) else other)
+        if isinstance(other, Tensor):
+            self._set_storage(other._data)
+            self._device, self._stream = other._device, other._stream  # PyTorch: t takes other's device
+        else:
+            self._set_storage(other)
 
     def _set_storage(self, arr):
         """Rebind storage without touching history or the version (``t.data = x``)."""
+        if type(arr) is _Buffer:
+            if arr.owner.active:
+                arr.owner.write(self, arr)
+            else:
+                arr.holders.append(_weakref(self))
         self._data = arr
         self._aval = None
 
@@ -70,7 +83,7 @@ class Tensor:
     def _value(self):
         """The jax.Array, or an error if this tensor has no data yet (capture)."""
         d = self._data
-        if d is None:
+        if d is None or type(d) is _Buffer:
             from . import _dispatch
             return _dispatch.materialize(self)
         return d
@@ -276,9 +289,21 @@ class Tensor:
         return np.asarray(self._value)
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy 2 protocol: copy=True always copies; copy=False raises ValueError where a copy is needed."""
         self._host_sync("Tensor.__array__()")
-        a = np.asarray(self._value)
-        return a.astype(dtype) if dtype is not None else a
+        v = self._value
+        a = np.asarray(v)
+        if copy is False:
+            why = None
+            if dtype is not None and np.dtype(dtype) != a.dtype:
+                why = f"the tensor's dtype is {self.dtype}, not {np.dtype(dtype)}"
+            elif a.size and not _aliases(a, v):
+                why = f"the tensor is on {self._device}, not in host memory"
+            if why:
+                raise ValueError(f"Unable to avoid copy while creating an array as requested: {why}.")
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def __bool__(self):
         self._host_sync("bool(Tensor)")
@@ -323,6 +348,14 @@ class Tensor:
     def __dlpack_device__(self):
         from interop.dlpack import tensor_dlpack_device
         return tensor_dlpack_device(self)
+
+
+def _aliases(a: np.ndarray, v) -> bool:
+    """Whether NumPy array ``a`` is a view of jax array ``v``'s buffer (no copy was made)."""
+    try:
+        return a.ctypes.data == v.unsafe_buffer_pointer()
+    except Exception:  # sharded or non-addressable arrays have no single buffer
+        return False
 
 
 def _rebuild(arr, dev, req):

@@ -11,6 +11,8 @@ import threading
 import jax
 import numpy as np
 
+from .streams import _current_for
+
 
 class Generator:
     """A PRNG state: ``Generator(device=None).manual_seed(s)``."""
@@ -39,6 +41,9 @@ class Generator:
 
     def next_key(self):
         """Advance the state and return a fresh key (raw uint32 key data)."""
+        s = _current_for(self.device)
+        if s._capture is not None:
+            return s._capture.next_key(self, s)  # the key is threaded through the executable
         with self._lock:
             self._key, sub = _split(self._key)
         return sub

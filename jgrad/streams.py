@@ -117,6 +117,7 @@ class Event:
         self._stream = None
         self._time = None
         self._done = None
+        self._capture_mark = None
 
     def __repr__(self):
         state = "unrecorded" if self._vc is None else f"recorded on {self._stream}"
@@ -128,6 +129,7 @@ class Event:
         self._stream = stream
         self._vc = dict(stream._vc)
         self._arrays = [weakref.ref(a) for a in stream._live()]
+        self._capture_mark = None
         if stream._capture is not None:
             stream._capture.on_event_record(self, stream)
         if self.enable_timing:
@@ -324,9 +326,16 @@ def _host_sync_hook(what, s):
 
 
 def _check_capture_join(s, event):
-    src = event._stream
-    if src is not None and src._capture is not None and s._capture is None:
-        src._capture.on_join(s)
+    mark = event._capture_mark
+    if mark is None or not mark[0].active:
+        return
+    cap = mark[0]
+    if s._capture is None:
+        cap.on_join(s, event)      # a side stream forks from the capture: its work is captured too
+    elif s._capture is cap:
+        cap.on_wait(s, event)      # a stream of the capture waits on another one (a rejoin)
+    else:
+        cap.fail(f"{s} is part of another capture and cannot wait on an event of {cap.graph_name}.")
 
 
 # ---- the sanitizer ---------------------------------------------------------------

@@ -394,7 +394,8 @@ def _call_pre_hooks(fn, inputs):
         if res is not None:
             res = list(res) if isinstance(res, (tuple, list)) else [res]
             _check_count(hook, res, len(inputs))
-            inputs = [_apply_hook_result(hook, o, n, "pre") for o, n in zip(inputs, res)]
+            # A None entry in a returned tuple makes that gradient undefined (PyTorch's _call_hooks).
+            inputs = [None if n is None else _apply_hook_result(hook, o, n, "pre") for o, n in zip(inputs, res)]
     return inputs
 
 
@@ -404,8 +405,26 @@ def _call_post_hooks(fn, outputs, inputs):
         if res is not None:
             res = list(res) if isinstance(res, (tuple, list)) else [res]
             _check_count(hook, res, len(outputs))
-            outputs = [_apply_hook_result(hook, o, n, "post") for o, n in zip(outputs, res)]
+            outputs = [None if n is None else _apply_hook_result(hook, o, n, "post") for o, n in zip(outputs, res)]
     return outputs
+
+
+# Observers of node execution (the profiler): each has ``node_begin(task, fn)`` and
+# ``node_end(task, fn, outputs)`` (outputs None when it raised), called on the thread that runs it.
+node_observers: list = []
+
+
+def _observed_call(task, fn, inputs):
+    observers = list(node_observers)
+    for obs in observers:
+        obs.node_begin(task, fn)
+    outputs = None
+    try:
+        outputs = call_function(task, fn, inputs)
+        return outputs
+    finally:
+        for obs in observers:
+            obs.node_end(task, fn, outputs)
 
 
 def call_function(task, fn, inputs):
@@ -679,7 +698,10 @@ class Engine:
                             task.leaf_streams.add(fn._stream)
                 if not info.needed:
                     return
-            outputs = call_function(task, fn, inputs)
+            if node_observers:
+                outputs = _observed_call(task, fn, inputs)
+            else:
+                outputs = call_function(task, fn, inputs)
             if not task.keep_graph:
                 fn.release_variables()
             if not outputs:

@@ -1,0 +1,475 @@
+"""Capture: record kernels instead of running them; compile the trace once; replay it.
+
+While a stream captures, ``_dispatch`` hands every kernel call on it to
+``Capture.record``. Outputs are ``Buffer``s: shape and dtype now, a value only
+after the graph replays (the memory of a CUDA graph's pool). At ``end`` the
+recorded steps become one pure function, ``jax.jit``-compiled and cached by
+its structure. Its inputs are the tensors the capture read that existed
+before it (read afresh at each replay), the generators it drew from, and
+buffers of other graphs; its outputs are the buffers still referenced when the
+capture ends (tensors, saved tensors, ``.grad``s, optimizer state) and the new
+generator keys. Tensors written in place keep their old values until the
+first replay, as memory would; their arrays are donated to the executable.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+import weakref
+
+import jax
+import numpy as np
+
+
+_tree_flatten = jax.tree_util.tree_flatten
+_tree_unflatten = jax.tree_util.tree_unflatten
+
+
+def _unregister(cap):
+    from .streams import active_captures  # streams imports the tensor module, which imports this one
+    if cap in active_captures:
+        active_captures.remove(cap)
+
+
+class CaptureError(RuntimeError):
+    """Something a graph capture cannot record; the capture is abandoned, jgrad stays usable."""
+
+
+class Buffer:
+    """A captured array: known shape and dtype, a value once its graph has replayed."""
+
+    __slots__ = ("aval", "shape", "dtype", "ndim", "size", "value", "owner", "index", "holders", "__weakref__")
+
+    def __init__(self, aval, owner, index):
+        self.aval = aval
+        self.shape = tuple(aval.shape)
+        self.dtype = np.dtype(aval.dtype)
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.value = None
+        self.owner = owner
+        self.index = index
+        self.holders = []  # weakrefs of the tensors bound to this buffer
+
+    def __repr__(self):
+        return f"<captured buffer {list(self.shape)} {self.dtype} of {self.owner.graph_name}>"
+
+    def missing(self, what="This tensor"):
+        """The error for reading a buffer that has no value."""
+        shape = f"shape {list(self.shape)}, dtype {self.dtype}"
+        if self.owner.abandoned:
+            return RuntimeError(f"{what} ({shape}) was created during a graph capture that was abandoned "
+                                f"({self.owner.abandoned}); it never gets a value. Recreate it outside the capture.")
+        return RuntimeError(f"{what} ({shape}) was created during the capture of {self.owner.graph_name} and has "
+                            "no value until that graph is replayed: call replay() first, then read it.")
+
+
+def abstract(tree):
+    """``tree`` with every Buffer replaced by its ShapeDtypeStruct (for make_jaxpr/eval_shape)."""
+    return jax.tree_util.tree_map(lambda x: x.aval if type(x) is Buffer else x, tree)
+
+
+def concrete(tree, capture=None):
+    """``tree`` with every Buffer replaced by its value; a clear error when it has none."""
+    def get(x):
+        if type(x) is not Buffer:
+            return x
+        if x.owner.active and x.owner is not capture:
+            raise CaptureError(f"A kernel on a stream that is not part of the capture of {x.owner.graph_name} "
+                               f"reads a tensor being captured (shape {list(x.shape)}, dtype {x.dtype}). Make "
+                               "that stream join the capture first (side.wait_stream(capturing_stream)).")
+        if x.value is None:
+            raise x.missing("A tensor this op reads")
+        return x.value
+    return jax.tree_util.tree_map(get, tree)
+
+
+def _aval_key(x):
+    if type(x) is Buffer:
+        a = x.aval
+        return (a.shape, a.dtype, a.weak_type)
+    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+        return (x.shape, np.dtype(x.dtype), bool(getattr(x, "weak_type", False)))
+    return (type(x),)
+
+
+def _as_aval(x):
+    if isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type)
+    return x.aval if type(x) is Buffer else x
+
+
+_shape_cache: dict = {}
+
+
+def _eval_shape(fn, treedef, leaves):
+    key = (fn, treedef, tuple(_aval_key(x) for x in leaves))
+    hit = _shape_cache.get(key)
+    if hit is None:
+        args = _tree_unflatten(treedef, [_as_aval(x) for x in leaves])
+        out = jax.eval_shape(fn, *args)
+        hit = _shape_cache[key] = _tree_flatten(out)
+    return hit
+
+
+class Capture:
+    """One capture under way (then its plan): the steps, inputs, constants and outputs."""
+
+    def __init__(self, graph_name, stream):
+        self.graph_name = graph_name
+        self.origin = stream
+        self.streams = {stream: 0}      # stream -> kernels recorded on it
+        self.rejoined = {}              # side stream -> kernels of it the capture waited for
+        self.steps = []                 # (fn, treedef, refs, out indices, stream)
+        self.avals = []                 # aval of each buffer, by index
+        self.buffers = []               # weakrefs of the buffers, by index
+        self.inputs = []                # ("tensor", t) | ("buffer", buf) | ("rng", generator)
+        self._input_arrays = []         # what each input held at capture (keeps ids valid)
+        self._slot_of_array = {}
+        self._slot_of_tensor = {}
+        self._slot_of_buffer = {}
+        self.consts = []
+        self._const_of = {}
+        self.written = {}               # id(tensor) -> (tensor, array before the capture)
+        self.rng = {}                   # generator -> key before the capture
+        self._aliases = {}              # input slot -> weakref of its alias buffer
+        self.lock = threading.RLock()
+        self.active = True
+        self.abandoned = None           # why, once abandoned
+
+    # ---- recording ------------------------------------------------------------
+    def record(self, fn, args, stream, tensors=()):
+        """Record ``fn(*args)`` on ``stream``; return its outputs as Buffers (same tree)."""
+        from ._tensor import Tensor
+        with self.lock:
+            if not self.active:
+                raise CaptureError(f"The capture of {self.graph_name} is no longer under way.")
+            for t in tensors:
+                if isinstance(t, Tensor) and type(t._data) is not Buffer:
+                    self._tensor_input(t)
+            leaves, treedef = _tree_flatten(args)
+            refs = tuple(self._ref(x) for x in leaves)
+            out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
+            outs = [self._new_buffer(a) for a in out_leaves]
+            self.steps.append((fn, treedef, refs, tuple(b.index for b in outs), stream))
+            self.streams[stream] = self.streams.get(stream, 0) + 1
+            return _tree_unflatten(out_tree, outs)
+
+    def _ref(self, x):
+        if type(x) is Buffer:
+            if x.owner is self:
+                return ("b", x.index)
+            if x.owner.active or x.owner.abandoned:
+                raise x.missing("A tensor this capture reads")
+            k = self._slot_of_buffer.get(id(x))
+            if k is None:
+                k = self._slot_of_buffer[id(x)] = self._add_input(("buffer", x), x)
+            return ("i", k)
+        if isinstance(x, jax.Array):
+            k = self._slot_of_array.get(id(x))
+            if k is not None:
+                return ("i", k)
+            k = self._const_of.get(id(x))
+            if k is None:
+                k = self._const_of[id(x)] = len(self.consts)
+                self.consts.append(x)
+            return ("c", k)
+        self.consts.append(x)  # a Python scalar: a dynamic, weakly typed argument, as in eager
+        return ("c", len(self.consts) - 1)
+
+    def _add_input(self, what, array):
+        self.inputs.append(what)
+        self._input_arrays.append(array)
+        return len(self.inputs) - 1
+
+    def _tensor_input(self, t):
+        if id(t) in self._slot_of_tensor:
+            return
+        arr = t._data
+        k = self._slot_of_array.get(id(arr))
+        if k is None:
+            k = self._slot_of_array[id(arr)] = self._add_input(("tensor", t), arr)
+        self._slot_of_tensor[id(t)] = k
+
+    def _new_buffer(self, aval):
+        b = Buffer(aval, self, len(self.avals))
+        self.avals.append(aval)
+        self.buffers.append(weakref.ref(b))
+        return b
+
+    def alias(self, array):
+        """A buffer for what an input of this capture holds at each replay (saved tensors use it)."""
+        k = self._slot_of_array.get(id(array))
+        if k is None:
+            return array  # a constant of the capture
+        ref = self._aliases.get(k)
+        b = ref() if ref is not None else None
+        if b is None:
+            b = self.record(_identity, (array,), self.origin)
+            self._aliases[k] = weakref.ref(b)
+        return b
+
+    def write(self, t, new):
+        """``t._data`` is about to become ``new`` (a Buffer of this capture)."""
+        old = t._data
+        if type(old) is not Buffer and id(t) not in self.written:
+            self.written[id(t)] = (t, old)
+        new.holders.append(weakref.ref(t))
+
+    def next_key(self, gen, stream):
+        """A generator draw during capture: the key becomes an input, its successor an output."""
+        from .random import _split
+        with self.lock:
+            key = gen._key
+            if type(key) is not Buffer:
+                if gen in self.rng:
+                    raise CaptureError("The generator was reseeded during the capture of "
+                                       f"{self.graph_name}; seed it before capture_begin().")
+                self.rng[gen] = key
+                self._slot_of_array[id(key)] = self._add_input(("rng", gen), key)
+            new, sub = self.record(_split, (key,), stream)
+            gen._key = new
+            return sub
+
+    # ---- stream events ------------------------------------------------------------
+    def on_event_record(self, event, stream):
+        event._capture_mark = (self, stream, self.streams.get(stream, 0))
+
+    def on_join(self, s, event):
+        """A stream waited on an event of this capture: its work from now on is captured."""
+        if s._capture is not None and s._capture is not self:
+            self.fail(f"stream {s.id} waited on {self.graph_name}'s capture while being part of another capture")
+        s._capture = self
+        self.streams.setdefault(s, 0)
+
+    def on_wait(self, s, event):
+        """A capturing stream waited on an event recorded on another stream of this capture."""
+        mark = getattr(event, "_capture_mark", None)
+        if mark is not None and mark[0] is self:
+            src, n = mark[1], mark[2]
+            self.rejoined[src] = max(self.rejoined.get(src, 0), n)
+
+    def on_host_sync(self, what):
+        self.fail(f"{what} was called while {self.graph_name} was being captured. It needs the value of "
+                  "work that is only recorded, not run, during capture (CUDA: operation not permitted when "
+                  "stream is capturing). Move it out of the capture, or read the output after replay().")
+
+    def fail(self, message):
+        """Abandon the capture (restoring what it changed) and raise CaptureError."""
+        self.abandon(message)
+        raise CaptureError(message)
+
+    def abandon(self, why):
+        with self.lock:
+            if not self.active:
+                return
+            self.active = False
+            self.abandoned = why
+            self._restore()
+            for s in self.streams:
+                if s._capture is self:
+                    s._capture = None
+            _unregister(self)
+
+    def _restore(self):
+        # Nothing ran: tensors written in place and generators keep their pre-capture values.
+        for t, old in self.written.values():
+            t._data = old
+        for gen, key in self.rng.items():
+            gen._key = key
+
+    # ---- ending ---------------------------------------------------------------------
+    def end(self, current):
+        """Check the capture can end here, then stop recording; returns the plan's pieces."""
+        with self.lock:
+            if not self.active:
+                raise CaptureError(f"The capture of {self.graph_name} is not under way ({self.abandoned}).")
+            if current is not self.origin:
+                self.fail(f"Capture must end on the same stream it began on: {self.graph_name} began on "
+                          f"{self.origin} but capture_end() was called with {current} current.")
+            for s, n in self.streams.items():
+                if s is not self.origin and self.rejoined.get(s, 0) < n:
+                    self.fail(f"Side stream {s} joined the capture of {self.graph_name} but its work was not "
+                              f"rejoined into the capturing stream {self.origin} before capture_end(): call "
+                              f"capturing_stream.wait_stream(side_stream) after the side stream's last op.")
+            self.active = False
+            for s in self.streams:
+                if s._capture is self:
+                    s._capture = None
+            _unregister(self)
+            # The outputs: buffers anything still refers to, and the generators' last keys.
+            outputs = [b for b in (r() for r in self.buffers) if b is not None]
+            for b in outputs:
+                b.holders = [r for r in b.holders if (t := r()) is not None and t._data is b]
+            gens = list(self.rng)
+            key_outs = [g._key for g in gens]
+            self._restore()
+            del self.buffers
+            return outputs, gens, key_outs
+
+
+# ---- the compiled plan ------------------------------------------------------------------
+_identity = jax.jit(lambda x: x)
+
+
+class CacheInfo:
+    __slots__ = ("hits", "misses", "compile_seconds", "size")
+
+    def __init__(self, hits=0, misses=0, compile_seconds=0.0, size=0):
+        self.hits, self.misses, self.compile_seconds, self.size = hits, misses, compile_seconds, size
+
+    def __repr__(self):
+        return (f"CacheInfo(hits={self.hits}, misses={self.misses}, compile_seconds={self.compile_seconds:.3f}, "
+                f"size={self.size})")
+
+    def _asdict(self):
+        return {"hits": self.hits, "misses": self.misses, "compile_seconds": self.compile_seconds, "size": self.size}
+
+
+_cache: dict = {}
+_stats = CacheInfo()
+_cache_lock = threading.Lock()
+
+
+def cache_info() -> CacheInfo:
+    """Hits, misses, total compile time and size of the executable cache of captured graphs."""
+    return CacheInfo(_stats.hits, _stats.misses, _stats.compile_seconds, len(_cache))
+
+
+def cache_clear() -> None:
+    """Forget every cached executable (the statistics start again)."""
+    with _cache_lock:
+        _cache.clear()
+        _stats.hits = _stats.misses = 0
+        _stats.compile_seconds = 0.0
+
+
+def _on_stream(fn, k, n_out):
+    """``fn`` annotated to run on XLA GPU stream ``k`` (compute_on's API differs across jax versions)."""
+    import inspect
+    from jax.experimental.compute_on import compute_on
+    params = inspect.signature(compute_on).parameters
+    if "out_memory_spaces" not in params:        # jax <= 0.10: a context manager / decorator
+        return compute_on(f"gpu_stream:{k}")(fn)
+    spaces = [jax.memory.Space.Device] * n_out   # newer jax: a function transform
+    return compute_on(fn, compute_type=f"gpu_stream:{k}", out_memory_spaces=spaces)
+
+
+def _region_runner(steps, stream_index, on_gpu):
+    """The trace as a function of (env); side-stream regions run under compute_on on GPU."""
+    def run_steps(env, group):
+        for fn, treedef, refs, outs, _ in group:
+            args = _tree_unflatten(treedef, [env[r] for r in refs])
+            res = jax.tree_util.tree_leaves(fn(*args))
+            for i, v in zip(outs, res):
+                env[("b", i)] = v
+
+    if not on_gpu or len(stream_index) < 2:
+        return lambda env: run_steps(env, steps)
+
+    from jax.experimental.compute_on import compute_on
+    groups, cur = [], []
+    for st in steps:
+        if cur and cur[-1][4] is not st[4]:
+            groups.append(cur)
+            cur = []
+        cur.append(st)
+    if cur:
+        groups.append(cur)
+
+    def region(group):
+        k = stream_index[group[0][4]]
+        if k == 0:
+            return lambda env: run_steps(env, group)
+        needed = sorted({r for st in group for r in st[2]} - {("b", i) for st in group for i in st[3]},
+                        key=repr)
+        produced = [("b", i) for st in group for i in st[3]]
+
+        def body_fn(vals):
+            env = dict(zip(needed, vals))
+            run_steps(env, group)
+            return [env[p] for p in produced]
+
+        body = _on_stream(jax.jit(body_fn), k, len(produced))
+
+        def apply(env):
+            for p, v in zip(produced, body([env[n] for n in needed])):
+                env[p] = v
+        return apply
+
+    parts = [region(g) for g in groups]
+
+    def run_all(env):
+        for p in parts:
+            p(env)
+    return run_all
+
+
+def compile_plan(cap, outputs, donated):
+    """The cached executable for this capture: (compiled, the key it was found under)."""
+    steps = tuple((fn, treedef, refs, outs, st) for fn, treedef, refs, outs, st in cap.steps)
+    stream_index = {}
+    for st in [cap.origin] + [s for s in cap.streams if s is not cap.origin]:
+        stream_index.setdefault(st, len(stream_index))
+    dev = cap.origin.device
+    on_gpu = dev.type != "cpu"
+    in_keys = tuple(_aval_key(a) for a in cap._input_arrays)
+    key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
+           tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
+           in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs), tuple(donated),
+           str(dev), on_gpu)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _stats.hits += 1
+            return hit
+    n_in = len(cap.inputs)
+    kept = [i for i in range(n_in) if i not in set(donated)]
+    out_idx = [b.index for b in outputs]
+    try:
+        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx)
+    except Exception as e:  # noqa: BLE001 - stream annotations are an optimisation: fall back, loudly
+        if not (on_gpu and len(stream_index) > 1):
+            raise
+        warnings.warn(f"Lowering the side-stream regions of {cap.graph_name} with compute_on failed "
+                      f"({type(e).__name__}: {e}); they run inlined on one stream instead.", RuntimeWarning)
+        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx)
+    with _cache_lock:
+        _stats.misses += 1
+        _stats.compile_seconds += dt
+        _cache[key] = entry
+    return entry
+
+
+def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
+    runner = _region_runner(steps, stream_index, on_gpu)
+
+    def run(donated_vals, kept_vals, consts):
+        env = {}
+        for i, v in zip(donated, donated_vals):
+            env[("i", i)] = v
+        for i, v in zip(kept, kept_vals):
+            env[("i", i)] = v
+        for i, v in enumerate(consts):
+            env[("c", i)] = v
+        runner(env)
+        return [env[("b", i)] for i in out_idx]
+
+    arrays = cap._input_arrays
+    # Every argument lives on the capture's device (jax's default device may be another one).
+    sharding = jax.sharding.SingleDeviceSharding(cap.origin.device.jax_device)
+
+    def spec(x):
+        a = x.aval if type(x) is Buffer else x
+        if not hasattr(a, "shape"):  # a Python scalar: weakly typed, as when it is passed eagerly
+            a = jax.ShapeDtypeStruct((), jax.numpy.asarray(a).dtype, weak_type=True)
+        return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False), sharding=sharding)
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
+        compiled = jax.jit(run, donate_argnums=(0,)).lower(
+            [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept],
+            [spec(c) for c in cap.consts]).compile()
+    return (compiled, tuple(donated), tuple(kept)), time.perf_counter() - t0

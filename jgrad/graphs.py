@@ -1,0 +1,272 @@
+"""Whole-graph capture (PyTorch's CUDA graphs API) onto cached ``jax.jit`` executables.
+
+    >>> g = jg.Graph()
+    >>> static_x = jg.ones(3)
+    >>> with jg.graph(g):
+    ...     static_y = static_x * 2
+    >>> static_x.copy_(jg.full((3,), 4.0)); g.replay(); static_y
+    tensor([8., 8., 8.])
+
+Between ``capture_begin`` and ``capture_end`` nothing runs: every op on the
+capturing stream is recorded. ``capture_end`` compiles the recording into one
+XLA executable (cached by its structure, so capturing the same step again
+never recompiles), and ``replay`` runs it: it reads the captured inputs
+afresh, rebinds every captured output and every tensor written in place, and
+advances the random generators it drew from.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+from . import _capture
+from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
+from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
+
+__all__ = ["Graph", "graph", "graph_pool_handle", "make_graphed_callables", "CaptureError", "cache_info",
+           "cache_clear"]
+
+_graph_ids = itertools.count()
+
+
+class _PoolHandle:
+    """A memory-pool id: graphs given the same pool are recorded as sharing it."""
+
+    __slots__ = ("id",)
+
+    def __init__(self):
+        self.id = next(_pool_ids)
+
+    def __repr__(self):
+        return f"<jgrad graph pool {self.id}>"
+
+
+_pool_ids = itertools.count()
+
+
+def graph_pool_handle() -> _PoolHandle:
+    """A handle to pass as ``pool=`` to several captures so that they share one pool.
+
+    XLA owns the memory of every executable, so sharing is bookkeeping:
+    ``Graph.pool()`` reports the handle a graph was captured with.
+    """
+    return _PoolHandle()
+
+
+class Graph:
+    """A captured graph (``torch.cuda.CUDAGraph``): capture_begin / capture_end, then replay."""
+
+    def __init__(self):
+        self._id = next(_graph_ids)
+        self._cap = None
+        self._plan = None
+        self._pool = None
+
+    def __repr__(self):
+        state = "capturing" if self._cap is not None and self._cap.active else (
+            "captured" if self._plan is not None else "empty")
+        return f"<jgrad.Graph {self._id} {state}>"
+
+    def capture_begin(self, pool=None) -> None:
+        """Begin capturing the work of the current stream (use ``jg.graph``, which picks a side stream).
+
+        The stream is the current stream of the default device or, when that one is the
+        default stream, the one non-default current stream of another device (so
+        ``with jg.stream(jg.Stream("gpu:0")): g.capture_begin()`` captures on the GPU).
+        """
+        s = _capturing_stream()
+        if self._plan is not None or (self._cap is not None and self._cap.active):
+            raise RuntimeError("This Graph instance already owns a captured graph. To capture a new graph, "
+                               "create a new instance or call reset() first.")
+        if s is default_stream(s.device):
+            raise CaptureError("Graphs must be captured on a non-default stream. (However, after capture, it's ok "
+                               "to replay them on the default stream.) Use `with jg.graph(g):`, which captures on "
+                               "a side stream, or make a jg.Stream() current first.")
+        if active_captures:
+            other = active_captures[0]
+            raise CaptureError(f"Cannot begin a capture while the capture of {other.graph_name} is under way on "
+                               f"{other.origin}: only one capture may be under way at a time in the process.")
+        if s._capture is not None:
+            raise CaptureError(f"{s} is already part of a capture.")
+        if pool is not None and not isinstance(pool, _PoolHandle):
+            raise TypeError(f"pool must come from jg.graph_pool_handle() or Graph.pool(), got {type(pool).__name__}")
+        self._pool = pool if pool is not None else graph_pool_handle()
+        cap = _capture.Capture(f"Graph {self._id}", s)
+        s._capture = cap
+        active_captures.append(cap)
+        self._cap = cap
+
+    def capture_end(self) -> None:
+        """End the capture and compile it (or find it in the executable cache); then ``replay`` works."""
+        cap = self._cap
+        if cap is None:
+            raise RuntimeError("capture_end() was called without capture_begin().")
+        outputs, gens, key_outs = cap.end(current_stream(cap.origin.device))
+        written = {id(t) for t, _ in cap.written.values()}
+        donated = [i for i, (kind, obj) in enumerate(cap.inputs)
+                   if (kind == "tensor" and id(obj) in written) or kind == "rng"]
+        compiled, donated, kept = _capture.compile_plan(cap, outputs, donated)
+        pos = {id(b): i for i, b in enumerate(outputs)}
+        self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)])
+
+    def replay(self) -> None:
+        """Run the captured work once, on the current stream."""
+        plan = self._plan
+        if plan is None:
+            raise RuntimeError("replay() was called on a graph that has not been captured: capture it with "
+                               "`with jg.graph(g): ...` (or capture_begin()/capture_end()) first.")
+        plan.run(current_stream(plan.cap.origin.device))
+
+    def reset(self) -> None:
+        """Forget the captured graph (abandoning a capture under way); the instance can capture again."""
+        if self._cap is not None and self._cap.active:
+            self._cap.abandon("Graph.reset() was called")
+        self._cap = None
+        self._plan = None
+
+    def pool(self) -> _PoolHandle:
+        """The pool handle this graph was captured with (pass it to another capture to share it)."""
+        if self._pool is None:
+            raise RuntimeError("pool() is only available after capture_begin().")
+        return self._pool
+
+    def _abandon(self, why):
+        if self._cap is not None and self._cap.active:
+            self._cap.abandon(why)
+        self._cap = None
+
+
+class _Plan:
+    """What replay needs: the executable, where its inputs come from and where its outputs go."""
+
+    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts")
+
+    def __init__(self, cap, compiled, donated, kept, outputs, gens):
+        self.cap, self.compiled, self.donated, self.kept = cap, compiled, donated, kept
+        self.outputs, self.gens = outputs, gens
+        # Scalars go to the device once (weak types kept), not at every replay.
+        import jax
+        where = cap.origin.device.jax_device
+        self.consts = [c if isinstance(c, jax.Array) else jax.device_put(c, where) for c in cap.consts]
+
+    def _read(self, i):
+        kind, obj = self.cap.inputs[i]
+        if kind == "tensor":
+            d = obj._data
+        elif kind == "buffer":
+            d = obj
+        else:
+            d = obj._key
+        if type(d) is _capture.Buffer:
+            if d.value is None:
+                raise d.missing(f"An input of {self.cap.graph_name}")
+            d = d.value
+        return d
+
+    def run(self, s):
+        if active_captures:
+            raise CaptureError(f"Cannot replay {self.cap.graph_name} while a capture is under way (replaying "
+                               "inside a capture is not supported).")
+        from . import _dispatch
+        t0 = time.perf_counter_ns()
+        if _dispatch._sanitizing[0]:  # the replay reads its inputs and writes every output on s
+            reads = [obj for kind, obj in self.cap.inputs if kind == "tensor"]
+            writes = {id(t): t for b in self.outputs for t in (r() for r in b.holders) if t is not None}
+            _dispatch.check_access(reads, list(writes.values()), s, f"replay of {self.cap.graph_name}")
+        outs = self.compiled([self._read(i) for i in self.donated], [self._read(i) for i in self.kept],
+                             self.consts)
+        for b, v in zip(self.outputs, outs):
+            b.value = v
+            for r in b.holders:
+                t = r()
+                if t is not None:
+                    t._data = v
+                    t._stream = s
+        for gen, k in self.gens:
+            gen._key = outs[k]
+        _dispatch._track(s, outs)
+        from . import profiler
+        profiler.record_span(f"replay {self.cap.graph_name}", s, t0, time.perf_counter_ns())
+
+
+def _capturing_stream():
+    from .streams import _tls
+    s = current_stream()
+    if s is default_stream(s.device):
+        others = [o for o in _tls.current.values() if o is not default_stream(o.device)]
+        if len(others) == 1:
+            return others[0]
+    return s
+
+
+def _capture_device():
+    """Where ``jg.graph`` captures by default: the default device, or the first GPU when that is the CPU.
+
+    PyTorch's ``torch.cuda.graph`` always captures CUDA work; jgrad's default device is the CPU
+    even on a GPU machine, so a GPU, when there is one, is what a capture is for.
+    """
+    from ._device import device as _device, get_default_device
+    dev = get_default_device()
+    if dev.type == "cpu":
+        import jax
+        try:
+            if jax.devices("gpu"):
+                return _device("gpu:0")
+        except RuntimeError:
+            pass
+    return dev
+
+
+class graph:
+    """Capture the work of the block into ``g`` on a side stream (``torch.cuda.graph``).
+
+    Args:
+        g: the ``jg.Graph`` to capture into.
+        pool: a pool handle (``jg.graph_pool_handle()`` or ``other_graph.pool()``) to share.
+        stream: the stream to capture on; by default a side stream (one per device, shared by all
+            captures) of the default device, or of the first GPU when the default device is the CPU.
+    """
+
+    _default_capture_streams: dict = {}
+
+    def __init__(self, g: Graph, pool=None, stream: Stream | None = None):
+        if not isinstance(g, Graph):
+            raise TypeError(f"jg.graph() expects a jg.Graph, got {type(g).__name__}")
+        self.g, self.pool, self.capture_stream = g, pool, stream
+
+    def __enter__(self):
+        s = self.capture_stream
+        if s is None:
+            dev = _capture_device()
+            s = graph._default_capture_streams.get(dev)
+            if s is None:
+                s = graph._default_capture_streams[dev] = Stream(dev)
+        s.wait_stream(current_stream(s.device))
+        self._ctx = _stream_ctx(s)
+        self._ctx.__enter__()
+        try:
+            self.g.capture_begin(self.pool)
+        except BaseException:
+            self._ctx.__exit__(None, None, None)
+            raise
+        return self.g
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is not None:
+                self.g._abandon(f"{exc_type.__name__} raised inside the capture")
+            else:
+                self.g.capture_end()
+        finally:
+            self._ctx.__exit__(exc_type, exc, tb)
+        return False
+
+
+def make_graphed_callables(callables, sample_args):
+    """Graphed versions of callables (functions or Modules): forward and backward each one replay.
+
+    See ``jgrad.graphs`` and PyTorch's ``torch.cuda.make_graphed_callables``:
+    the same arguments, constraints and error messages.
+    """
+    from ._graphed import make_graphed_callables as impl
+    return impl(callables, sample_args)

@@ -1,0 +1,461 @@
+"""Whole-graph capture: PyTorch's CUDA-graph tests (test_cuda.py, the docs) ported to jgrad.
+
+Every expectation is computed eagerly with NumPy or with an un-captured run of
+the same code, never from a replay.
+"""
+import numpy as np
+import pytest
+
+import jgrad as jg
+from jgrad import nn
+from jgrad.graphs import CaptureError
+
+
+def _np(t):
+    return np.asarray(t.detach().numpy())
+
+
+def test_docs_basic_example_outputs_6_then_8():
+    g = jg.Graph()
+    static_input = jg.empty(5)
+    with jg.graph(g):
+        static_output = static_input * 2
+    static_input.copy_(jg.full((5,), 3.0))
+    g.replay()
+    np.testing.assert_array_equal(_np(static_output), np.full(5, 6.0))
+    static_input.copy_(jg.full((5,), 4.0))
+    g.replay()
+    np.testing.assert_array_equal(_np(static_output), np.full(5, 8.0))
+
+
+def test_reading_a_captured_tensor_before_replay_raises():
+    g = jg.Graph()
+    x = jg.ones(3)
+    with jg.graph(g):
+        y = x + 1
+    with pytest.raises(RuntimeError, match="no value until that graph is replayed"):
+        y.numpy()
+    with pytest.raises(RuntimeError, match="no value until that graph is replayed"):
+        y * 3  # an eager op on it, before replay
+    assert "replay the graph first" in repr(y)
+    g.replay()
+    np.testing.assert_array_equal(_np(y * 3), np.full(3, 6.0))
+
+
+def test_in_place_writes_wait_for_replay_and_chain():
+    g = jg.Graph()
+    state = jg.zeros(4)
+    inc = jg.arange(4.0)
+    with jg.graph(g):
+        state.add_(inc)
+        state.mul_(2)
+    np.testing.assert_array_equal(_np(state), np.zeros(4))  # nothing ran during capture
+    expected = np.zeros(4)
+    for _ in range(3):
+        g.replay()
+        expected = (expected + np.arange(4.0)) * 2
+        np.testing.assert_array_equal(_np(state), expected)
+
+
+def _mlp(seed, dropout=0.0):
+    jg.manual_seed(seed)
+    layers = [nn.Linear(8, 16), nn.ReLU()]
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    layers.append(nn.Linear(16, 4))
+    return nn.Sequential(*layers)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_whole_network_capture_matches_eager(optimizer):
+    data = [(jg.randn(5, 8), jg.randn(5, 4)) for _ in range(10)]
+
+    def make():
+        model = _mlp(0, dropout=0.25)
+        opt = (jg.optim.SGD(model.parameters(), lr=0.1) if optimizer == "sgd"
+               else jg.optim.Adam(model.parameters(), lr=0.01))
+        return model, opt
+
+    model, opt = make()
+    jg.manual_seed(7)
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    eager = [_np(p) for p in model.parameters()]
+
+    model, opt = make()
+    static_x, static_y = jg.zeros(5, 8), jg.zeros(5, 4)
+    # Warm up on a side stream (creates optimizer state), as the docs do.
+    s = jg.Stream()
+    s.wait_stream(jg.current_stream())
+    with jg.stream(s):
+        for _ in range(0):
+            pass
+    opt.zero_grad(set_to_none=True)
+    g = jg.Graph()
+    with jg.graph(g):
+        static_loss = nn.functional.mse_loss(model(static_x), static_y)
+        static_loss.backward()
+        opt.step()
+    jg.manual_seed(7)
+    for x, y in data:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        g.replay()
+    for a, b in zip(eager, [_np(p) for p in model.parameters()]):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    assert static_loss.grad_fn is not None and np.isfinite(_np(static_loss))
+
+
+def test_rng_advances_between_replays_and_matches_eager_draws():
+    jg.manual_seed(3)
+    eager = [_np(jg.rand(4)) for _ in range(3)]
+    g = jg.Graph()
+    with jg.graph(g):
+        r = jg.rand(4)
+    jg.manual_seed(3)
+    replays = []
+    for _ in range(3):
+        g.replay()
+        replays.append(_np(r))
+    for a, b in zip(eager, replays):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(replays[0], replays[1])
+    # eager draws continue from where the replays left the generator
+    np.testing.assert_array_equal(_np(jg.rand(4)), (lambda: (jg.manual_seed(3), [jg.rand(4) for _ in range(3)],
+                                                             _np(jg.rand(4)))[2])())
+
+
+def test_non_default_generator_is_threaded_too():
+    gen = jg.Generator().manual_seed(11)
+    eager = [_np(jg.randn(3, generator=gen)) for _ in range(2)]
+    gen.manual_seed(11)
+    g = jg.Graph()
+    with jg.graph(g):
+        r = jg.randn(3, generator=gen)
+    got = []
+    for _ in range(2):
+        g.replay()
+        got.append(_np(r))
+    np.testing.assert_array_equal(np.stack(eager), np.stack(got))
+
+
+def test_same_structure_never_compiles_twice():
+    def capture(value):
+        g = jg.Graph()
+        x = jg.full((6,), value)
+        with jg.graph(g):
+            y = (x * 3).exp().sum()
+        return g, x, y
+
+    g1, _, y1 = capture(1.0)
+    before = jg.graphs.cache_info()
+    g2, x2, y2 = capture(2.0)
+    after = jg.graphs.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + 1
+    g2.replay()
+    np.testing.assert_allclose(_np(y2), 6 * np.exp(6.0), rtol=1e-6)
+    g3 = jg.Graph()
+    x3 = jg.full((7,), 1.0)  # another shape: a new executable
+    with jg.graph(g3):
+        (x3 * 3).exp().sum()
+    assert jg.graphs.cache_info().misses == after.misses + 1
+
+
+def test_pool_sharing():
+    g1, g2 = jg.Graph(), jg.Graph()
+    a = jg.ones(3)
+    with jg.graph(g1):
+        b = a + 1
+    with jg.graph(g2, pool=g1.pool()):
+        c = b * 10  # reads g1's output: g1 must replay first
+    assert g2.pool() is g1.pool()
+    with pytest.raises(RuntimeError, match="no value until that graph is replayed"):
+        g2.replay()
+    g1.replay()
+    g2.replay()
+    np.testing.assert_array_equal(_np(c), np.full(3, 20.0))
+    a.fill_(5.0)
+    g1.replay()
+    g2.replay()
+    np.testing.assert_array_equal(_np(c), np.full(3, 60.0))
+    handle = jg.graph_pool_handle()
+    g3 = jg.Graph()
+    with jg.graph(g3, pool=handle):
+        a * 2
+    assert g3.pool() is handle
+
+
+def _capture_then(fn):
+    """Run ``fn`` inside a capture; return the CaptureError it raised."""
+    g = jg.Graph()
+    x = jg.ones(3)
+    with pytest.raises(CaptureError) as info:
+        with jg.graph(g):
+            y = x * 2
+            fn(y)
+    return info.value
+
+
+def _assert_usable():
+    assert not jg.streams.active_captures
+    g = jg.Graph()
+    x = jg.ones(2)
+    with jg.graph(g):
+        y = x + 41
+    g.replay()
+    assert _np(y).tolist() == [42.0, 42.0]
+    assert (jg.ones(2) * 2).tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("sync", [
+    ("Tensor.item()", lambda y: y.sum().item()),
+    ("Tensor.numpy()", lambda y: y.numpy()),
+    ("Tensor.tolist()", lambda y: y.tolist()),
+    ("bool(Tensor)", lambda y: bool(y.sum())),
+    ("jgrad.synchronize()", lambda y: jg.synchronize()),
+    ("Event.synchronize()", lambda y: jg.current_stream().record_event().synchronize()),
+    ("Stream.synchronize()", lambda y: jg.current_stream().synchronize()),
+], ids=lambda p: p[0] if isinstance(p, tuple) else None)
+def test_host_syncs_during_capture_raise_and_capture_recovers(sync):
+    name, fn = sync
+    err = _capture_then(fn)
+    assert name in str(err)
+    _assert_usable()
+
+
+def test_capture_error_restores_state_written_in_place():
+    p = jg.ones(3)
+    g = jg.Graph()
+    with pytest.raises(CaptureError):
+        with jg.graph(g):
+            p.add_(5)
+            p.sum().item()
+    assert _np(p).tolist() == [1.0, 1.0, 1.0]
+    _assert_usable()
+
+
+def test_capture_on_default_stream_through_raw_api_raises():
+    g = jg.Graph()
+    with pytest.raises(CaptureError, match="non-default stream"):
+        g.capture_begin()
+    _assert_usable()
+
+
+def test_second_capture_while_one_is_under_way_raises():
+    g1, g2 = jg.Graph(), jg.Graph()
+    s2 = jg.Stream()
+    x = jg.ones(2)
+    with jg.graph(g1):
+        y = x * 2
+        with jg.stream(s2):
+            with pytest.raises(CaptureError, match="only one capture"):
+                g2.capture_begin()
+    g1.replay()
+    assert _np(y).tolist() == [2.0, 2.0]
+    _assert_usable()
+
+
+def test_work_on_a_stream_outside_the_capture_that_reads_captured_tensors_raises():
+    other = jg.Stream()
+
+    def fn(y):
+        with jg.stream(other):
+            y + 1
+    err = _capture_then(fn)
+    assert "not part of the capture" in str(err)
+    _assert_usable()
+
+
+def test_side_stream_branch_and_rejoin_is_captured():
+    g = jg.Graph()
+    a = jg.full((4,), 2.0)
+    side = jg.Stream()
+    with jg.graph(g):
+        cap = jg.current_stream()
+        side.wait_stream(cap)           # fork: side joins the capture
+        with jg.stream(side):
+            b = a * 10
+        c = a + 1                       # meanwhile on the capturing stream
+        cap.wait_stream(side)           # rejoin
+        d = b + c
+    g.replay()
+    np.testing.assert_array_equal(_np(d), np.full(4, 23.0))
+    a.fill_(1.0)
+    g.replay()
+    np.testing.assert_array_equal(_np(d), np.full(4, 12.0))
+
+
+def test_side_stream_not_rejoined_raises_and_recovers():
+    g = jg.Graph()
+    a = jg.ones(4)
+    side = jg.Stream()
+    with pytest.raises(CaptureError, match="not rejoined"):
+        with jg.graph(g):
+            side.wait_stream(jg.current_stream())
+            with jg.stream(side):
+                a * 10
+    _assert_usable()
+    (a * 10).tolist()  # the side stream is usable eagerly again
+
+
+def test_exception_inside_capture_abandons_it():
+    g = jg.Graph()
+    p = jg.zeros(2)
+    with pytest.raises(ValueError):
+        with jg.graph(g):
+            p.add_(1)
+            raise ValueError("user error")
+    assert _np(p).tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="not been captured"):
+        g.replay()
+    _assert_usable()
+
+
+def test_graph_instance_cannot_capture_twice_without_reset():
+    g = jg.Graph()
+    x = jg.ones(2)
+    with jg.graph(g):
+        x * 2
+    with pytest.raises(RuntimeError, match="already owns a captured graph"):
+        with jg.graph(g):
+            x * 3
+    g.reset()
+    with jg.graph(g):
+        y = x * 3
+    g.replay()
+    assert _np(y).tolist() == [3.0, 3.0]
+
+
+def test_replay_on_another_stream_and_sanitizer_sees_it():
+    g = jg.Graph()
+    x = jg.ones(3)
+    with jg.graph(g):
+        y = x * 2
+    s = jg.Stream()
+    with jg.streams.sanitizer():
+        s.wait_stream(jg.current_stream())
+        with jg.stream(s):
+            g.replay()
+        with pytest.raises(jg.StreamRaceError):
+            y.numpy()  # read on the host without waiting for s: a race
+        jg.current_stream().wait_stream(s)
+        s.synchronize()
+        assert _np(y).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_captured_backward_grads_are_outputs():
+    w = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x = jg.tensor([4.0, 5.0, 6.0])
+    g = jg.Graph()
+    with jg.graph(g):
+        loss = (w * x).pow(2).sum()
+        loss.backward()
+    assert w.grad is not None
+    with pytest.raises(RuntimeError, match="no value"):
+        w.grad.numpy()
+    g.replay()
+    np.testing.assert_allclose(_np(w.grad), 2 * (np.array([1., 2., 3.]) * np.array([4., 5., 6.]))
+                               * np.array([4., 5., 6.]))
+    x.copy_(jg.tensor([1.0, 1.0, 1.0]))
+    g.replay()
+    np.testing.assert_allclose(_np(w.grad), 2 * np.array([1., 2., 3.]))
+
+
+# ---- make_graphed_callables (test_graph_make_graphed_callables) -------------------------
+def _sections(seed):
+    jg.manual_seed(seed)
+    s1 = nn.Sequential(nn.Linear(32, 24), nn.Dropout(0.1))
+    s2 = nn.Sequential(nn.Linear(24, 8), nn.Dropout(0.2))
+    return nn.Sequential(s1, s2)
+
+
+def test_make_graphed_callables_two_modules_two_functions_with_dropout():
+    model_graphed, model_control = _sections(5), _sections(6)
+    model_graphed.load_state_dict(model_control.state_dict())
+    opt_graphed = jg.optim.SGD(model_graphed.parameters(), lr=0.1)
+    opt_control = jg.optim.SGD(model_control.parameters(), lr=0.1)
+    x = jg.randn(16, 32)
+    h = jg.randn(16, 24, requires_grad=True)
+    y_pred = jg.randn(16, 8, requires_grad=True)
+    y = jg.randn(16, 8)
+    loss_fn_control = nn.functional.mse_loss
+    relu_control = nn.functional.relu
+    model_graphed[0], model_graphed[1], relu_graphed, loss_fn_graphed = jg.make_graphed_callables(
+        (model_graphed[0], model_graphed[1], relu_control, loss_fn_control),
+        ((x,), (h,), (y_pred,), (y_pred, y)))
+    real_inputs = [jg.rand_like(x) for _ in range(10)]
+    real_targets = [jg.rand_like(y) for _ in range(10)]
+    for m, opt, relu, loss_fn in zip((model_graphed, model_control), (opt_graphed, opt_control),
+                                     (relu_graphed, relu_control), (loss_fn_graphed, loss_fn_control)):
+        jg.manual_seed(5)
+        for data, target in zip(real_inputs, real_targets):
+            opt.zero_grad(set_to_none=True)
+            out = relu(m(data))
+            loss = loss_fn(out, target)
+            loss.backward()
+            opt.step()
+    for p, pc in zip(model_graphed.parameters(), model_control.parameters()):
+        np.testing.assert_allclose(_np(p), _np(pc), rtol=1e-5, atol=1e-6)
+    # Graphed in training mode: eval runs the original forward.
+    model_graphed.eval()
+    model_control.eval()
+    np.testing.assert_allclose(_np(model_graphed(real_inputs[0])), _np(model_control(real_inputs[0])),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_make_graphed_callables_single_function_and_errors():
+    def f(a, b):
+        return (a * b).tanh()
+
+    a = jg.randn(4, requires_grad=True)
+    b = jg.randn(4, requires_grad=True)
+    gf = jg.make_graphed_callables(f, (a, b))
+    a2, b2 = jg.randn(4, requires_grad=True), jg.randn(4, requires_grad=True)
+    out = gf(a2, b2)
+    out.sum().backward()
+    an, bn = _np(a2), _np(b2)
+    np.testing.assert_allclose(_np(out), np.tanh(an * bn), rtol=1e-5)
+    np.testing.assert_allclose(_np(a2.grad), (1 - np.tanh(an * bn) ** 2) * bn, rtol=1e-5)
+    np.testing.assert_allclose(_np(b2.grad), (1 - np.tanh(an * bn) ** 2) * an, rtol=1e-5)
+
+    m = nn.Linear(3, 3)
+    m.register_forward_hook(lambda *args: None)
+    with pytest.raises(RuntimeError, match="Modules must not have hooks registered"):
+        jg.make_graphed_callables(m, (jg.randn(2, 3),))
+    with pytest.raises(TypeError, match="sample_args for each callable must be a tuple of Tensors"):
+        jg.make_graphed_callables(f, (a, 2.0))
+    with pytest.raises(RuntimeError, match="does not require grad"):  # PyTorch fails in its warmup too
+        jg.make_graphed_callables(lambda t: t.detach() * 2, (jg.randn(3, requires_grad=True),))
+    _assert_usable()
+
+
+def test_any_work_outside_the_capturing_streams_raises_instead_of_running_eagerly():
+    other = jg.Stream()
+    z = jg.ones(3)
+
+    def fn(y):
+        with jg.stream(other):
+            z * 5  # reads nothing captured, but would silently run eagerly and not be replayed
+    err = _capture_then(fn)
+    assert "not part of the capture" in str(err) and "Mul" in str(err)
+    _assert_usable()
+
+
+def test_raw_api_captures_on_the_one_non_default_current_stream_of_another_device():
+    dev = jg.device("cpu:1")
+    s = jg.Stream(dev)
+    x = jg.ones(3, device=dev)
+    g = jg.Graph()
+    with jg.stream(s):
+        g.capture_begin()
+        y = x * 7
+        g.capture_end()
+    g.replay()
+    assert y.device == dev and _np(y).tolist() == [7.0, 7.0, 7.0]
+    g2 = jg.Graph()
+    with jg.graph(g2, stream=jg.Stream(dev)):
+        w = x + 1
+    g2.replay()
+    assert _np(w).tolist() == [2.0, 2.0, 2.0]
