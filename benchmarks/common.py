@@ -254,6 +254,8 @@ def compare(variants, *, repeat=15, warmup=3, batch_s=0.05, quiet=False):
     variants = [v for v in variants if v is not None]
     numbers = []
     for v in variants:
+        if not quiet:  # progress, one line per variant (stderr: the tables go to stdout)
+            print(f"  . {v.name}", file=sys.stderr, flush=True)
         for _ in range(warmup):
             _run_batch(v, 1)  # compile + warm caches
         numbers.append(calibrate(v, batch_s))

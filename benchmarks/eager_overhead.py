@@ -18,16 +18,18 @@ within the same run):
     backward kernel of ``mul``.
 (c) MLP training step (depth 8 = 8 Linear layers 256->256, ReLU between,
     batch 64, MSE, SGD lr=1e-3, float32): jgrad functional API, jgrad
-    ``nn.Sequential`` + ``optim.SGD`` (when jgrad.optim.SGD exists), PyTorch
-    eager (same functional code), jax eager (un-jitted ``value_and_grad`` +
-    update), ``jax.jit(value_and_grad)`` + eager update, and a fully jitted
-    step for reference.
+    ``nn.Sequential`` + ``optim.SGD`` and + ``optim.Adam`` (when they exist),
+    PyTorch eager (same functional code; and ``nn`` + ``optim.SGD`` /
+    ``optim.Adam``), jax eager (un-jitted ``value_and_grad`` + update),
+    ``jax.jit(value_and_grad)`` + eager update, and a fully jitted step for
+    reference.
 
 Targets (issue 2, CPU): jgrad op with tape within 1.5x of the bare jit call;
 MLP step within 1.5x of PyTorch eager and >= 3x faster than jax eager.
 """
 from __future__ import annotations
 
+import copy
 import sys
 
 import numpy as np
@@ -282,17 +284,23 @@ def bench_mlp(args, tdev, repeat):
                                    note=f"jg.linear/jg.relu/{mse_name}, p.sub_(p.grad, alpha=lr)"))
 
     # ---- jgrad nn + optim (when the nn/optim work has landed)
-    optim_sgd = getattr(getattr(jg, "optim", None), "SGD", None)
+    optim = getattr(jg, "optim", None)
+    optim_sgd, optim_adam = getattr(optim, "SGD", None), getattr(optim, "Adam", None)
     nn = getattr(jg, "nn", None)
     have_nn = optim_sgd is not None and all(hasattr(nn, n) for n in ("Sequential", "Linear", "ReLU"))
     if have_nn:
-        try:
-            jg_nn_step = _jgrad_nn_step(jg, nn, optim_sgd, W0, B0, jx, jy, mse)
-            jg_nn_step()
-            variants.append(common.Variant("jgrad nn.Sequential + optim.SGD", jg_nn_step,
-                                           note="zero_grad(set_to_none=True), model(x), MSELoss, backward, step"))
-        except Exception as e:  # noqa: BLE001 - nn/optim still being written: report, do not fail
-            print(f"- jgrad nn.Sequential + optim.SGD row skipped: {type(e).__name__}: {e}")
+        for oname, ocls in (("SGD", optim_sgd), ("Adam", optim_adam)):
+            if ocls is None:
+                print(f"- jgrad.optim.{oname} not available: its row is skipped")
+                continue
+            try:
+                jg_nn_step = _jgrad_nn_step(jg, nn, ocls, W0, B0, jx, jy, mse)
+                jg_nn_step()
+                variants.append(common.Variant(f"jgrad nn.Sequential + optim.{oname}", jg_nn_step,
+                                               note=f"zero_grad(set_to_none=True), model(x), MSELoss, backward, "
+                                                    f"step (lr={LR})"))
+            except Exception as e:  # noqa: BLE001 - nn/optim still being written: report, do not fail
+                print(f"- jgrad nn.Sequential + optim.{oname} row skipped: {type(e).__name__}: {e}")
 
     # ---- PyTorch eager, the same functional code
     if torch is not None:
@@ -331,17 +339,26 @@ def bench_mlp(args, tdev, repeat):
             for lin, w, b in zip([m for m in tmodel if isinstance(m, torch.nn.Linear)], W0, B0):
                 lin.weight.copy_(torch.tensor(w))
                 lin.bias.copy_(torch.tensor(b))
-        topt = torch.optim.SGD(tmodel.parameters(), lr=LR)
         tloss = torch.nn.MSELoss()
 
-        def torch_nn_step():
-            topt.zero_grad(set_to_none=True)
-            loss = tloss(tmodel(tx), ty)
-            loss.backward()
-            topt.step()
-            return None
+        def torch_nn(make_opt):
+            model = copy.deepcopy(tmodel)
+            topt = make_opt(model.parameters())
 
-        variants.append(common.Variant("torch nn.Sequential + optim.SGD", torch_nn_step, sync=sync))
+            def torch_nn_step():
+                topt.zero_grad(set_to_none=True)
+                loss = tloss(model(tx), ty)
+                loss.backward()
+                topt.step()
+                return None
+
+            return torch_nn_step
+
+        variants.append(common.Variant("torch nn.Sequential + optim.SGD",
+                                       torch_nn(lambda ps: torch.optim.SGD(ps, lr=LR)), sync=sync))
+        variants.append(common.Variant("torch nn.Sequential + optim.Adam",
+                                       torch_nn(lambda ps: torch.optim.Adam(ps, lr=LR)), sync=sync,
+                                       note="torch.optim.Adam defaults (foreach where torch picks it)"))
 
     # ---- jax
     params0 = [(jnp.asarray(w), jnp.asarray(b)) for w, b in zip(W0, B0)]
@@ -389,7 +406,7 @@ def bench_mlp(args, tdev, repeat):
     ]
     res = common.compare(variants, repeat=repeat, batch_s=0.15)
     tab = common.table(f"(c) MLP training step: {DEPTH} x Linear({WIDTH},{WIDTH}), ReLU, batch {BATCH}, MSE, "
-                       f"SGD lr={LR}, float32", res,
+                       f"SGD (and Adam) lr={LR}, float32", res,
                        baselines=("torch eager", "jax eager", "jax.jit(value_and_grad)"))
     by = {r.name: r.median for r in res}
     verdicts = []
@@ -406,7 +423,12 @@ def bench_mlp(args, tdev, repeat):
                                    r >= 3))
     if "jgrad nn.Sequential + optim.SGD" in by and torch_rows:
         r = by["jgrad nn.Sequential + optim.SGD"] / by[best]
-        verdicts.append(common.verdict(f"MLP step, jgrad nn+optim / {best}", f"{r:.2f}x", "<= 1.5x", r <= 1.5))
+        verdicts.append(common.verdict(f"MLP step, jgrad nn+optim.SGD / {best}", f"{r:.2f}x", "<= 1.5x", r <= 1.5))
+    for o in ("SGD", "Adam"):
+        a, b = f"jgrad nn.Sequential + optim.{o}", f"torch nn.Sequential + optim.{o}"
+        if a in by and b in by:
+            r = by[a] / by[b]
+            verdicts.append(common.verdict(f"MLP step, {a} / {b}", f"{r:.2f}x", "<= 1.5x", r <= 1.5))
     if not have_nn:
         print("- jgrad.optim.SGD / jgrad.nn.Sequential not available in this checkout: nn+optim row skipped")
     return [tab], verdicts
