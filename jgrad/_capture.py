@@ -175,7 +175,11 @@ class Capture:
                 k = self._const_of[id(x)] = len(self.consts)
                 self.consts.append(x)
             return ("c", k)
-        self.consts.append(x)  # a Python scalar: a dynamic, weakly typed argument, as in eager
+        if type(x) in (int, float, bool, complex):
+            # A Python scalar is frozen into the graph, as a CUDA graph freezes kernel arguments
+            # (and part of the cache key); it stays weakly typed, as in eager.
+            return ("l", type(x).__name__, x)
+        self.consts.append(x)
         return ("c", len(self.consts) - 1)
 
     def _add_input(self, what, array):
@@ -360,7 +364,7 @@ def _region_runner(steps, stream_index, on_gpu):
     """The trace as a function of (env); side-stream regions run under compute_on on GPU."""
     def run_steps(env, group):
         for fn, treedef, refs, outs, _ in group:
-            args = _tree_unflatten(treedef, [env[r] for r in refs])
+            args = _tree_unflatten(treedef, [r[2] if r[0] == "l" else env[r] for r in refs])
             res = jax.tree_util.tree_leaves(fn(*args))
             for i, v in zip(outs, res):
                 env[("b", i)] = v
@@ -382,7 +386,7 @@ def _region_runner(steps, stream_index, on_gpu):
         k = stream_index[group[0][4]]
         if k == 0:
             return lambda env: run_steps(env, group)
-        needed = sorted({r for st in group for r in st[2]} - {("b", i) for st in group for i in st[3]},
+        needed = sorted({r for st in group for r in st[2] if r[0] != "l"} - {("b", i) for st in group for i in st[3]},
                         key=repr)
         produced = [("b", i) for st in group for i in st[3]]
 

@@ -19,7 +19,10 @@ from __future__ import annotations
 import itertools
 import time
 
-from . import _capture
+from weakref import ref as _weakref
+
+from . import _capture, _dispatch, profiler as _profiler
+from ._capture import Buffer as _Buffer
 from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 
@@ -139,42 +142,42 @@ class Graph:
 class _Plan:
     """What replay needs: the executable, where its inputs come from and where its outputs go."""
 
-    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts")
+    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name")
 
     def __init__(self, cap, compiled, donated, kept, outputs, gens):
-        self.cap, self.compiled, self.donated, self.kept = cap, compiled, donated, kept
+        self.cap, self.compiled = cap, compiled
+        # (kind, object) per argument: 0 a tensor's storage, 1 another graph's buffer, 2 a generator key.
+        codes = {"tensor": 0, "buffer": 1, "rng": 2}
+        self.donated = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in donated]
+        self.kept = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in kept]
         self.outputs, self.gens = outputs, gens
+        self.span_name = f"replay {cap.graph_name}"
         # Scalars go to the device once (weak types kept), not at every replay.
         import jax
         where = cap.origin.device.jax_device
         self.consts = [c if isinstance(c, jax.Array) else jax.device_put(c, where) for c in cap.consts]
 
-    def _read(self, i):
-        kind, obj = self.cap.inputs[i]
-        if kind == "tensor":
-            d = obj._data
-        elif kind == "buffer":
-            d = obj
-        else:
-            d = obj._key
-        if type(d) is _capture.Buffer:
-            if d.value is None:
-                raise d.missing(f"An input of {self.cap.graph_name}")
-            d = d.value
-        return d
+    def _read(self, sources):
+        out = []
+        for kind, obj in sources:
+            d = obj._data if kind == 0 else (obj if kind == 1 else obj._key)
+            if type(d) is _Buffer:
+                if d.value is None:
+                    raise d.missing(f"An input of {self.cap.graph_name}")
+                d = d.value
+            out.append(d)
+        return out
 
     def run(self, s):
         if active_captures:
             raise CaptureError(f"Cannot replay {self.cap.graph_name} while a capture is under way (replaying "
                                "inside a capture is not supported).")
-        from . import _dispatch
         t0 = time.perf_counter_ns()
         if _dispatch._sanitizing[0]:  # the replay reads its inputs and writes every output on s
             reads = [obj for kind, obj in self.cap.inputs if kind == "tensor"]
             writes = {id(t): t for b in self.outputs for t in (r() for r in b.holders) if t is not None}
             _dispatch.check_access(reads, list(writes.values()), s, f"replay of {self.cap.graph_name}")
-        outs = self.compiled([self._read(i) for i in self.donated], [self._read(i) for i in self.kept],
-                             self.consts)
+        outs = self.compiled(self._read(self.donated), self._read(self.kept), self.consts)
         for b, v in zip(self.outputs, outs):
             b.value = v
             for r in b.holders:
@@ -184,9 +187,10 @@ class _Plan:
                     t._stream = s
         for gen, k in self.gens:
             gen._key = outs[k]
-        _dispatch._track(s, outs)
-        from . import profiler
-        profiler.record_span(f"replay {self.cap.graph_name}", s, t0, time.perf_counter_ns())
+        if outs:  # one execution: its outputs are ready together, so the stream tracks one
+            s._pending.append(_weakref(outs[-1]))
+        if _profiler._active:
+            _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
 
 
 def _capturing_stream():
