@@ -22,7 +22,7 @@ import weakref
 from . import _dtype
 from ._device import get_default_device
 from ._tensor import Tensor
-from .streams import _current_for, _san as _sanitizing, _tls as _stream_tls, active_captures as _active_captures
+from .streams import _current_for, _defaults as _default_streams, _san as _sanitizing, _tls as _stream_tls, active_captures as _active_captures
 from .streams import check_access, host_read, record_new
 from ._capture import Buffer, CaptureError, abstract, concrete
 from .autograd.engine import task_should_compute_output
@@ -429,7 +429,7 @@ def _call(op, args, key, attrs, inplace):
             arrays.append(a)
     if dev is None:
         dev = get_default_device()
-    stream = _stream_tls.current.get(dev) or _current_for(dev)
+    stream = _stream_tls.current.get(dev) or _default_streams.get(dev) or _current_for(dev)
     cap = stream._capture
     if cap is not None:
         return _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inplace, req)
@@ -444,7 +444,14 @@ def _call(op, args, key, attrs, inplace):
         out = _run_with_buffers(kernel, arrays, stream)
     multi = type(out) is tuple
     outs = out if multi else (out,)
-    _track(stream, outs)
+    pending = stream._pending  # _track, inlined: this is the per-op hot path
+    if multi:
+        for o in outs:
+            pending.append(_weakref(o))
+    else:
+        pending.append(_weakref(out))
+    if len(pending) > 1024:
+        stream._pending = [r for r in pending if r() is not None]
     if inplace is not None:
         outs = (_inplace_result(op, inplace, outs[0]),) + tuple(outs[1:])
         inplace._stream = stream
