@@ -316,6 +316,39 @@ class Capture:
 # ---- the compiled plan ------------------------------------------------------------------
 _identity = jax.jit(lambda x: x)
 
+#: Seconds a compile may take before a progress line goes to stderr (None: never).
+progress_after = 2.0
+
+
+class _Progress:
+    """Long compiles say so: a line on stderr after ``progress_after`` seconds, then every 10 s."""
+
+    def __init__(self, what):
+        self.what = what
+        self.done = threading.Event()
+        self.spoke = False
+
+    def __enter__(self):
+        if progress_after is not None:
+            self.t0 = time.perf_counter()
+            threading.Thread(target=self._tick, daemon=True, name="jgrad-compile-progress").start()
+        return self
+
+    def _tick(self):
+        import sys
+        wait = progress_after
+        while not self.done.wait(wait):
+            self.spoke = True
+            print(f"jgrad: {self.what}... {time.perf_counter() - self.t0:.0f} s", file=sys.stderr, flush=True)
+            wait = 10.0
+
+    def __exit__(self, *exc):
+        self.done.set()
+        if self.spoke:
+            import sys
+            print(f"jgrad: {self.what}: done in {time.perf_counter() - self.t0:.1f} s", file=sys.stderr, flush=True)
+        return False
+
 
 class CacheInfo:
     __slots__ = ("hits", "misses", "compile_seconds", "size")
@@ -471,7 +504,7 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
         return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False), sharding=sharding)
 
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _Progress(f"compiling the capture of {cap.graph_name} ({len(steps)} kernels)"):
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
         compiled = jax.jit(run, donate_argnums=(0,)).lower(
             [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept],

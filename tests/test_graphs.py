@@ -459,3 +459,16 @@ def test_raw_api_captures_on_the_one_non_default_current_stream_of_another_devic
         w = x + 1
     g2.replay()
     assert _np(w).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_long_compiles_report_progress_on_stderr(monkeypatch, capsys):
+    from jgrad import _capture
+    monkeypatch.setattr(_capture, "progress_after", 0.0)
+    g = jg.Graph()
+    x = jg.ones(5)
+    with jg.graph(g):
+        y = (x * 3.5).sin().exp()  # a structure no other test compiles
+    err = capsys.readouterr().err
+    assert "compiling the capture of Graph" in err and "done in" in err
+    g.replay()
+    np.testing.assert_allclose(_np(y), np.exp(np.sin(np.full(5, 3.5))), rtol=1e-6)
