@@ -16,6 +16,7 @@ from .._tensor import Tensor
 from .grad_mode import state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
+_current_for = None  # streams._current_for, bound on first use
 _sequence_nr = itertools.count()
 
 
@@ -168,11 +169,26 @@ class AccumulateGrad(Node):
     __slots__ = ("variable", "mutex")
 
     def __init__(self, variable: Tensor):
-        from ..streams import _current_for
+        global _current_for
+        if _current_for is None:
+            from ..streams import _current_for  # streams imports this package: bind on first use
         # PyTorch's AccumulateGrad takes the stream current when it is created (first use of the leaf).
-        stream = _current_for(variable._device)
-        super().__init__((), (InputMetadata(variable.shape, variable.dtype, variable._device, stream),),
-                         sequence_nr=_UINT64_MAX)
+        # Made for every op on a leaf whose graph was freed, so Node.__init__ is inlined here.
+        dev = variable._device
+        stream = _current_for(dev)
+        self.next_edges = ()
+        self.input_metadata = (InputMetadata(variable.shape, variable.dtype, dev, stream),)
+        self.sequence_nr = _UINT64_MAX
+        self.topological_nr = 0
+        self._tensor_pre_hooks = None
+        self._retains_grad_hooks = {}
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._metadata = None
+        self._anomaly_trace = None
+        if _state.anomaly_enabled:
+            from .anomaly import record_forward_trace
+            record_forward_trace(self)
         self.variable = variable
         self._stream = stream
         # accumulate_grad.cpp's mutex_: backward calls from several threads (or device
