@@ -472,3 +472,81 @@ def test_long_compiles_report_progress_on_stderr(monkeypatch, capsys):
     assert "compiling the capture of Graph" in err and "done in" in err
     g.replay()
     np.testing.assert_allclose(_np(y), np.exp(np.sin(np.full(5, 3.5))), rtol=1e-6)
+
+
+def test_capture_accumulating_into_existing_grads_with_momentum_matches_eager():
+    def make():
+        jg.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+        return m, jg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    data = [(jg.randn(4, 6), jg.randn(4, 2)) for _ in range(5)]
+
+    def step(m, o, x, y):
+        o.zero_grad(set_to_none=False)  # grads are zeroed in place, not recreated
+        nn.functional.mse_loss(m(x), y).backward()
+        o.step()
+
+    m, o = make()
+    for x, y in data:
+        step(m, o, x, y)
+    eager = [_np(p) for p in m.parameters()]
+    m, o = make()
+    sx, sy = data[0][0].clone(), data[0][1].clone()
+    step(m, o, sx, sy)  # one eager step: .grad and momentum buffers exist before the capture
+    g = jg.Graph()
+    with jg.graph(g):
+        step(m, o, sx, sy)
+    for x, y in data[1:]:
+        sx.copy_(x)
+        sy.copy_(y)
+        g.replay()
+    for a, p in zip(eager, m.parameters()):
+        np.testing.assert_allclose(_np(p), a, rtol=1e-6, atol=1e-7)
+
+
+def test_higher_order_gradients_inside_a_capture():
+    w = jg.tensor([1.0, 2.0], requires_grad=True)
+    x = jg.tensor([3.0, 4.0])
+    g = jg.Graph()
+    with jg.graph(g):
+        y = (w ** 3 * x).sum()
+        (gw,) = jg.autograd.grad(y, w, create_graph=True)
+        (hw,) = jg.autograd.grad(gw.sum(), w)
+    g.replay()
+    np.testing.assert_allclose(_np(hw), 6 * np.array([1.0, 2.0]) * np.array([3.0, 4.0]))
+    x.copy_(jg.tensor([1.0, -1.0]))
+    g.replay()
+    np.testing.assert_allclose(_np(hw), 6 * np.array([1.0, 2.0]) * np.array([1.0, -1.0]))
+
+
+def test_captured_backward_on_a_device_with_its_own_engine_thread():
+    # cpu:1 gets an autograd worker thread, as a GPU does: backward nodes are recorded from it.
+    dev = jg.device("cpu:1")
+    data = [(jg.randn(5, 8).to(dev), jg.randn(5, 4).to(dev)) for _ in range(4)]
+
+    def make():
+        model = _mlp(0, dropout=0.25).to(dev)
+        return model, jg.optim.SGD(model.parameters(), lr=0.1)
+
+    model, opt = make()
+    jg.manual_seed(3)
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    eager = [_np(p) for p in model.parameters()]
+    model, opt = make()
+    sx, sy = jg.zeros(5, 8, device=dev), jg.zeros(5, 4, device=dev)
+    opt.zero_grad(set_to_none=True)
+    g = jg.Graph()
+    with jg.graph(g, stream=jg.Stream(dev)):
+        nn.functional.mse_loss(model(sx), sy).backward()
+        opt.step()
+    jg.manual_seed(3)
+    for x, y in data:
+        sx.copy_(x)
+        sy.copy_(y)
+        g.replay()
+    for a, p in zip(eager, model.parameters()):
+        np.testing.assert_allclose(_np(p), a, rtol=1e-5, atol=1e-6)
