@@ -498,9 +498,7 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
     sharding = jax.sharding.SingleDeviceSharding(cap.origin.device.jax_device)
 
     def spec(x):
-        a = x.aval if type(x) is Buffer else x
-        if not hasattr(a, "shape"):  # a Python scalar: weakly typed, as when it is passed eagerly
-            a = jax.ShapeDtypeStruct((), jax.numpy.asarray(a).dtype, weak_type=True)
+        a = _as_aval(x)  # constants are arrays: Python scalars are literals of the plan
         return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False), sharding=sharding)
 
     t0 = time.perf_counter()

@@ -481,8 +481,7 @@ def _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inpla
     outs = out if multi else (out,)
     if inplace is not None:
         res0 = outs[0]
-        if res0.shape != inplace.shape or res0.dtype != inplace._data.dtype:
-            _inplace_result(op, inplace, _ShapeOnly(res0))  # the eager error, if any
+        if _check_inplace(op, inplace, res0):
             raise CaptureError(f"in-place {op.name} changes the dtype of a tensor from {inplace._data.dtype} to "
                                f"{res0.dtype}, which cannot be captured; cast explicitly.")
         cap.write(inplace, res0)
@@ -507,16 +506,6 @@ def _outside_capture(what, stream):
                  f"({cap.origin.device}) or capture on their device with jg.graph(g, stream=jg.Stream(device)).")
 
 
-class _ShapeOnly:
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, b):
-        self.shape, self.dtype = b.shape, b.dtype
-
-    def astype(self, dtype):
-        return self
-
-
 def _run_with_buffers(kernel, args, stream, spread=False):
     """A kernel whose arguments include captured buffers, outside their capture: use their values."""
     leaves = jax.tree_util.tree_leaves(args)
@@ -534,16 +523,21 @@ def _track(stream, arrays):
         stream._pending = [r for r in p if r() is not None]
 
 
-def _inplace_result(op, target, res):
+def _check_inplace(op, target, res) -> bool:
+    """PyTorch's checks of an in-place result (array or Buffer); True when it needs a cast."""
     if res.shape != target.shape:
         raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
                            f"{list(res.shape)} (in-place {op.name})")
-    if res.dtype != target._data.dtype:
-        src, dst = _dtype.from_np(res.dtype), target.dtype
-        if src._category > dst._category:
-            raise RuntimeError(f"result type {src.name} can't be cast to the desired output type {dst.name}")
-        res = res.astype(dst.np)
-    return res
+    if res.dtype == target._data.dtype:
+        return False
+    src, dst = _dtype.from_np(res.dtype), target.dtype
+    if src._category > dst._category:
+        raise RuntimeError(f"result type {src.name} can't be cast to the desired output type {dst.name}")
+    return True
+
+
+def _inplace_result(op, target, res):
+    return res.astype(target.dtype.np) if _check_inplace(op, target, res) else res
 
 
 def _record(op, key, attrs, args, outs, dev, stream, inplace):

@@ -66,44 +66,45 @@ def _mlp(seed, dropout=0.0):
     return nn.Sequential(*layers)
 
 
+def _eager_and_replayed(make, dev=None, stream=None, steps=10, seed=7):
+    """Train ``make()``'s (model, optimizer) eagerly and by replaying a captured step, same data and seed.
+
+    Returns the parameters of both runs and the captured loss tensor.
+    """
+    data = [(jg.randn(5, 8, device=dev), jg.randn(5, 4, device=dev)) for _ in range(steps)]
+    model, opt = make()
+    jg.manual_seed(seed)
+    for x, y in data:
+        opt.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    eager = [_np(p) for p in model.parameters()]
+    model, opt = make()
+    static_x, static_y = jg.zeros(5, 8, device=dev), jg.zeros(5, 4, device=dev)
+    opt.zero_grad(set_to_none=True)
+    g = jg.Graph()
+    with jg.graph(g, stream=stream):
+        static_loss = nn.functional.mse_loss(model(static_x), static_y)
+        static_loss.backward()
+        opt.step()
+    jg.manual_seed(seed)
+    for x, y in data:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        g.replay()
+    return eager, [_np(p) for p in model.parameters()], static_loss
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_whole_network_capture_matches_eager(optimizer):
-    data = [(jg.randn(5, 8), jg.randn(5, 4)) for _ in range(10)]
-
     def make():
         model = _mlp(0, dropout=0.25)
         opt = (jg.optim.SGD(model.parameters(), lr=0.1) if optimizer == "sgd"
                else jg.optim.Adam(model.parameters(), lr=0.01))
         return model, opt
 
-    model, opt = make()
-    jg.manual_seed(7)
-    for x, y in data:
-        opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    eager = [_np(p) for p in model.parameters()]
-
-    model, opt = make()
-    static_x, static_y = jg.zeros(5, 8), jg.zeros(5, 4)
-    # Warm up on a side stream (creates optimizer state), as the docs do.
-    s = jg.Stream()
-    s.wait_stream(jg.current_stream())
-    with jg.stream(s):
-        for _ in range(0):
-            pass
-    opt.zero_grad(set_to_none=True)
-    g = jg.Graph()
-    with jg.graph(g):
-        static_loss = nn.functional.mse_loss(model(static_x), static_y)
-        static_loss.backward()
-        opt.step()
-    jg.manual_seed(7)
-    for x, y in data:
-        static_x.copy_(x)
-        static_y.copy_(y)
-        g.replay()
-    for a, b in zip(eager, [_np(p) for p in model.parameters()]):
+    eager, replayed, static_loss = _eager_and_replayed(make)
+    for a, b in zip(eager, replayed):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
     assert static_loss.grad_fn is not None and np.isfinite(_np(static_loss))
 
@@ -123,8 +124,11 @@ def test_rng_advances_between_replays_and_matches_eager_draws():
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(replays[0], replays[1])
     # eager draws continue from where the replays left the generator
-    np.testing.assert_array_equal(_np(jg.rand(4)), (lambda: (jg.manual_seed(3), [jg.rand(4) for _ in range(3)],
-                                                             _np(jg.rand(4)))[2])())
+    after_replays = _np(jg.rand(4))
+    jg.manual_seed(3)
+    for _ in range(3):
+        jg.rand(4)
+    np.testing.assert_array_equal(after_replays, _np(jg.rand(4)))
 
 
 def test_non_default_generator_is_threaded_too():
@@ -523,30 +527,11 @@ def test_higher_order_gradients_inside_a_capture():
 def test_captured_backward_on_a_device_with_its_own_engine_thread():
     # cpu:1 gets an autograd worker thread, as a GPU does: backward nodes are recorded from it.
     dev = jg.device("cpu:1")
-    data = [(jg.randn(5, 8).to(dev), jg.randn(5, 4).to(dev)) for _ in range(4)]
 
     def make():
         model = _mlp(0, dropout=0.25).to(dev)
         return model, jg.optim.SGD(model.parameters(), lr=0.1)
 
-    model, opt = make()
-    jg.manual_seed(3)
-    for x, y in data:
-        opt.zero_grad(set_to_none=True)
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    eager = [_np(p) for p in model.parameters()]
-    model, opt = make()
-    sx, sy = jg.zeros(5, 8, device=dev), jg.zeros(5, 4, device=dev)
-    opt.zero_grad(set_to_none=True)
-    g = jg.Graph()
-    with jg.graph(g, stream=jg.Stream(dev)):
-        nn.functional.mse_loss(model(sx), sy).backward()
-        opt.step()
-    jg.manual_seed(3)
-    for x, y in data:
-        sx.copy_(x)
-        sy.copy_(y)
-        g.replay()
-    for a, p in zip(eager, model.parameters()):
-        np.testing.assert_allclose(_np(p), a, rtol=1e-5, atol=1e-6)
+    eager, replayed, _ = _eager_and_replayed(make, dev=dev, stream=jg.Stream(dev), steps=4, seed=3)
+    for a, b in zip(eager, replayed):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
