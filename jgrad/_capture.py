@@ -308,6 +308,8 @@ class Capture:
                 b.holders = [r for r in b.holders if (t := r()) is not None and t._data is b]
             gens = list(self.rng)
             key_outs = [g._key for g in gens]
+            # The last value written into each pre-capture tensor (before _restore puts the old one back).
+            self.final = {id(t): t._data for t, _ in self.written.values() if type(t._data) is Buffer}
             self._restore()
             del self.buffers
             return outputs, gens, key_outs
@@ -318,6 +320,13 @@ _identity = jax.jit(lambda x: x)
 
 #: Seconds a compile may take before a progress line goes to stderr (None: never).
 progress_after = 2.0
+
+#: XLA options for captured executables on a GPU (per executable: JAX's global config is left alone).
+#: XLA runs sequences of at least ``xla_gpu_graph_min_graph_size`` kernels as one CUDA graph (a "command
+#: buffer"); its default, 5, leaves the short runs between a capture's non-capturable ops to be launched
+#: one by one. On the H100 this took a small MLP step's replay from 296 us to 215 us
+#: (benchmarks/gpu_replay_diag.py, RESULTS.md). Set to None to compile with XLA's defaults.
+gpu_compiler_options = {"xla_gpu_graph_min_graph_size": 1}
 
 
 class _Progress:
@@ -425,7 +434,10 @@ def _region_runner(steps, stream_index, on_gpu):
 
         def body_fn(vals):
             env = dict(zip(needed, vals))
-            run_steps(env, group)
+            # Inline the kernels' own jits: XLA rejects a stream-annotated call that nests further calls
+            # ("No ExecutionStreamId found for call-start").
+            with jax.disable_jit():
+                run_steps(env, group)
             return [env[p] for p in produced]
 
         body = _on_stream(jax.jit(body_fn), k, len(produced))
@@ -455,7 +467,7 @@ def compile_plan(cap, outputs, donated):
     key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
            tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
            in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs), tuple(donated),
-           str(dev), on_gpu)
+           str(dev), on_gpu, tuple(sorted((gpu_compiler_options or {}).items())) if on_gpu else ())
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -504,7 +516,8 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
     t0 = time.perf_counter()
     with warnings.catch_warnings(), _Progress(f"compiling the capture of {cap.graph_name} ({len(steps)} kernels)"):
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
-        compiled = jax.jit(run, donate_argnums=(0,)).lower(
-            [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept],
-            [spec(c) for c in cap.consts]).compile()
+        lowered = jax.jit(run, donate_argnums=(0,)).lower(
+            [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept], [spec(c) for c in cap.consts])
+        options = gpu_compiler_options if cap.origin.device.type != "cpu" else None
+        compiled = lowered.compile(compiler_options=dict(options)) if options else lowered.compile()
     return (compiled, tuple(donated), tuple(kept)), time.perf_counter() - t0

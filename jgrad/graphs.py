@@ -108,6 +108,7 @@ class Graph:
         written = {id(t) for t, _ in cap.written.values()}
         donated = [i for i, (kind, obj) in enumerate(cap.inputs)
                    if (kind == "tensor" and id(obj) in written) or kind == "rng"]
+        outputs = _aliasing_order(cap, outputs, donated, dict(zip(map(id, gens), key_outs)))
         compiled, donated, kept = _capture.compile_plan(cap, outputs, donated)
         pos = {id(b): i for i, b in enumerate(outputs)}
         self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)])
@@ -137,6 +138,24 @@ class Graph:
         if self._cap is not None and self._cap.active:
             self._cap.abandon(why)
         self._cap = None
+
+
+def _aliasing_order(cap, outputs, donated, key_of):
+    """``outputs`` with each donated input's new value first, in the donated inputs' order.
+
+    jax pairs a donated argument with the first not-yet-paired output of the same shape and dtype. If a
+    parameter's buffer went to, say, another layer's gradient, XLA would have to copy the parameter at entry
+    (it is still read afterwards); in this order every donated buffer is reused for its own update.
+    """
+    first = []
+    for i in donated:
+        kind, obj = cap.inputs[i]
+        b = cap.final.get(id(obj)) if kind == "tensor" else key_of.get(id(obj))
+        if b is not None and all(b is not f for f in first):
+            first.append(b)
+    chosen = {id(b) for b in first}
+    present = {id(b) for b in outputs}
+    return [b for b in first if id(b) in present] + [b for b in outputs if id(b) not in chosen]
 
 
 class _Plan:
