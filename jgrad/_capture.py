@@ -39,7 +39,8 @@ class CaptureError(RuntimeError):
 class Buffer:
     """A captured array: known shape and dtype, a value once its graph has replayed."""
 
-    __slots__ = ("aval", "shape", "dtype", "ndim", "size", "value", "owner", "index", "holders", "__weakref__")
+    __slots__ = ("aval", "shape", "dtype", "ndim", "size", "_val", "packed", "owner", "index", "holders",
+                 "__weakref__")
 
     def __init__(self, aval, owner, index):
         self.aval = aval
@@ -47,10 +48,23 @@ class Buffer:
         self.dtype = np.dtype(aval.dtype)
         self.ndim = len(self.shape)
         self.size = int(np.prod(self.shape, dtype=np.int64))
-        self.value = None
+        self._val = None
+        self.packed = None  # the Packed outputs of the last replay, until this buffer's value is read
         self.owner = owner
         self.index = index
         self.holders = []  # weakrefs of the tensors bound to this buffer
+
+    @property
+    def value(self):
+        """The array of the last replay (None before the first); packed outputs are split on first read."""
+        if self._val is None and self.packed is not None:
+            self.packed.unpack()
+        return self._val
+
+    @value.setter
+    def value(self, v):
+        self._val = v
+        self.packed = None
 
     def __repr__(self):
         return f"<captured buffer {list(self.shape)} {self.dtype} of {self.owner.graph_name}>"
@@ -63,6 +77,39 @@ class Buffer:
                                 f"({self.owner.abandoned}); it never gets a value. Recreate it outside the capture.")
         return RuntimeError(f"{what} ({shape}) was created during the capture of {self.owner.graph_name} and has "
                             "no value until that graph is replayed: call replay() first, then read it.")
+
+
+class Packed:
+    """One replay's packed outputs: a flat array per dtype, split into the buffers' values when first read.
+
+    Every output of an executable costs host time at each call (about 6 us on an H100, more than a small
+    kernel), so outputs that are often never read between replays (gradients the captured optimizer already
+    used, activations) come back as one array per dtype.
+    """
+
+    __slots__ = ("flats", "split", "buffers", "stream")
+
+    def __init__(self, flats, split, buffers, stream):
+        self.flats, self.split, self.buffers, self.stream = flats, split, buffers, stream
+
+    def unpack(self):
+        values = self.split(self.flats)
+        self.flats = None
+        for b, v in zip(self.buffers, values):
+            if b.packed is not self:
+                continue
+            b._val, b.packed = v, None
+            for r in b.holders:  # later ops on these tensors take the array, not the buffer
+                t = r()
+                if t is not None and t._data is b:
+                    t._data = v
+        if values:
+            self.stream._pending.append(weakref.ref(values[-1]))
+
+
+def packable(b, first):
+    """Whether output ``b`` may come back packed (not an in-place update or a key, not 0-d, not weak)."""
+    return b not in first and b.ndim > 0 and b.size > 0 and not b.aval.weak_type
 
 
 def abstract(tree):
@@ -455,8 +502,12 @@ def _region_runner(steps, stream_index, on_gpu):
     return run_all
 
 
-def compile_plan(cap, outputs, donated):
-    """The cached executable for this capture: (compiled, the key it was found under)."""
+def compile_plan(cap, outputs, donated, packed=()):
+    """The cached (executable, donated, kept, split) for this capture.
+
+    The executable returns ``outputs`` one by one, then ``packed`` (grouped by dtype, in order) as one flat
+    array per dtype; ``split`` turns those back into the packed buffers' values (None when nothing is packed).
+    """
     steps = tuple((fn, treedef, refs, outs, st) for fn, treedef, refs, outs, st in cap.steps)
     stream_index = {}
     for st in [cap.origin] + [s for s in cap.streams if s is not cap.origin]:
@@ -466,7 +517,7 @@ def compile_plan(cap, outputs, donated):
     in_keys = tuple(_aval_key(a) for a in cap._input_arrays)
     key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
            tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
-           in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs), tuple(donated),
+           in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs), tuple(b.index for b in packed), tuple(donated),
            str(dev), on_gpu, tuple(sorted((gpu_compiler_options or {}).items())) if on_gpu else ())
     with _cache_lock:
         hit = _cache.get(key)
@@ -476,14 +527,15 @@ def compile_plan(cap, outputs, donated):
     n_in = len(cap.inputs)
     kept = [i for i in range(n_in) if i not in set(donated)]
     out_idx = [b.index for b in outputs]
+    groups = _dtype_groups(packed)
     try:
-        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx)
+        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups)
     except Exception as e:  # noqa: BLE001 - stream annotations are an optimisation: fall back, loudly
         if not (on_gpu and len(stream_index) > 1):
             raise
         warnings.warn(f"Lowering the side-stream regions of {cap.graph_name} with compute_on failed "
                       f"({type(e).__name__}: {e}); they run inlined on one stream instead.", RuntimeWarning)
-        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx)
+        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx, groups)
     with _cache_lock:
         _stats.misses += 1
         _stats.compile_seconds += dt
@@ -491,8 +543,34 @@ def compile_plan(cap, outputs, donated):
     return entry
 
 
-def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
+def _dtype_groups(packed):
+    """[[buffer, ...] per dtype], in order: the packed buffers must arrive sorted by dtype."""
+    groups = []
+    for b in packed:
+        if groups and groups[-1][0].dtype == b.dtype:
+            groups[-1].append(b)
+        else:
+            groups.append([b])
+    return groups
+
+
+def _splitter(groups, sharding):
+    """The compiled inverse of packing: flat arrays -> the packed buffers' values."""
+    def split(flats):
+        out = []
+        for flat, group in zip(flats, groups):
+            at = 0
+            for b in group:
+                out.append(jax.lax.slice(flat, (at,), (at + b.size,)).reshape(b.shape))
+                at += b.size
+        return out
+    specs = [jax.ShapeDtypeStruct((sum(b.size for b in g),), g[0].dtype, sharding=sharding) for g in groups]
+    return jax.jit(split).lower(specs).compile()
+
+
+def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups):
     runner = _region_runner(steps, stream_index, on_gpu)
+    packed_idx = [[b.index for b in g] for g in groups]
 
     def run(donated_vals, kept_vals, consts):
         env = {}
@@ -503,7 +581,8 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
         for i, v in enumerate(consts):
             env[("c", i)] = v
         runner(env)
-        return [env[("b", i)] for i in out_idx]
+        flats = [jax.numpy.concatenate([env[("b", i)].ravel() for i in g]) for g in packed_idx]
+        return [env[("b", i)] for i in out_idx] + flats
 
     arrays = cap._input_arrays
     # Every argument lives on the capture's device (jax's default device may be another one).
@@ -520,4 +599,5 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx):
             [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept], [spec(c) for c in cap.consts])
         options = gpu_compiler_options if cap.origin.device.type != "cpu" else None
         compiled = lowered.compile(compiler_options=dict(options)) if options else lowered.compile()
-    return (compiled, tuple(donated), tuple(kept)), time.perf_counter() - t0
+        split = _splitter(groups, sharding) if groups else None
+    return (compiled, tuple(donated), tuple(kept), split), time.perf_counter() - t0

@@ -44,6 +44,8 @@ def make_graphed_callables(callables, sample_args):
     surfaces = [tuple(args) + p for args, p in zip(sample_args, params)]
     fwd_graphs = [Graph() for _ in callables]
     bwd_graphs = [Graph() for _ in callables]
+    for g in fwd_graphs + bwd_graphs:  # the engine and the caller read every output of these at each step
+        g._pack_outputs = False
     pool = graph_pool_handle()
 
     # Warm up on a side stream, so lazy one-time work (compiles) stays out of the captures.

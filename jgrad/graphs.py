@@ -25,6 +25,7 @@ from . import _capture, _dispatch, profiler as _profiler
 from ._capture import Buffer as _Buffer
 from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
+from .streams import _current_for
 
 __all__ = ["Graph", "graph", "graph_pool_handle", "make_graphed_callables", "CaptureError", "cache_info",
            "cache_clear"]
@@ -64,6 +65,9 @@ class Graph:
         self._cap = None
         self._plan = None
         self._pool = None
+        # Outputs other than in-place updates and 0-d values come back packed, split on first read
+        # (_capture.Packed). make_graphed_callables turns it off: the engine reads all of its outputs.
+        self._pack_outputs = True
 
     def __repr__(self):
         state = "capturing" if self._cap is not None and self._cap.active else (
@@ -108,10 +112,14 @@ class Graph:
         written = {id(t) for t, _ in cap.written.values()}
         donated = [i for i, (kind, obj) in enumerate(cap.inputs)
                    if (kind == "tensor" and id(obj) in written) or kind == "rng"]
-        outputs = _aliasing_order(cap, outputs, donated, dict(zip(map(id, gens), key_outs)))
-        compiled, donated, kept = _capture.compile_plan(cap, outputs, donated)
+        first, rest = _aliasing_order(cap, outputs, donated, dict(zip(map(id, gens), key_outs)))
+        packed = [b for b in rest if self._pack_outputs and _capture.packable(b, first)]
+        packed.sort(key=lambda b: b.dtype.str)  # grouped by dtype (a stable sort keeps the capture's order)
+        outputs = first + [b for b in rest if all(b is not p for p in packed)]
+        compiled, donated, kept, split = _capture.compile_plan(cap, outputs, donated, packed)
         pos = {id(b): i for i, b in enumerate(outputs)}
-        self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)])
+        self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)],
+                           packed, split)
 
     def replay(self) -> None:
         """Run the captured work once, on the current stream."""
@@ -119,7 +127,7 @@ class Graph:
         if plan is None:
             raise RuntimeError("replay() was called on a graph that has not been captured: capture it with "
                                "`with jg.graph(g): ...` (or capture_begin()/capture_end()) first.")
-        plan.run(current_stream(plan.cap.origin.device))
+        plan.run(_current_for(plan.cap.origin.device))
 
     def reset(self) -> None:
         """Forget the captured graph (abandoning a capture under way); the instance can capture again."""
@@ -141,7 +149,7 @@ class Graph:
 
 
 def _aliasing_order(cap, outputs, donated, key_of):
-    """``outputs`` with each donated input's new value first, in the donated inputs' order.
+    """``outputs`` split in two: each donated input's new value, in the donated inputs' order, and the rest.
 
     jax pairs a donated argument with the first not-yet-paired output of the same shape and dtype. If a
     parameter's buffer went to, say, another layer's gradient, XLA would have to copy the parameter at entry
@@ -155,16 +163,17 @@ def _aliasing_order(cap, outputs, donated, key_of):
             first.append(b)
     chosen = {id(b) for b in first}
     present = {id(b) for b in outputs}
-    return [b for b in first if id(b) in present] + [b for b in outputs if id(b) not in chosen]
+    return [b for b in first if id(b) in present], [b for b in outputs if id(b) not in chosen]
 
 
 class _Plan:
     """What replay needs: the executable, where its inputs come from and where its outputs go."""
 
-    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name")
+    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name", "packed", "split")
 
-    def __init__(self, cap, compiled, donated, kept, outputs, gens):
+    def __init__(self, cap, compiled, donated, kept, outputs, gens, packed, split):
         self.cap, self.compiled = cap, compiled
+        self.packed, self.split = packed, split
         # (kind, object) per argument: 0 a tensor's storage, 1 another graph's buffer, 2 a generator key.
         codes = {"tensor": 0, "buffer": 1, "rng": 2}
         self.donated = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in donated]
@@ -177,14 +186,12 @@ class _Plan:
         self.consts = [c if isinstance(c, jax.Array) else jax.device_put(c, where) for c in cap.consts]
 
     def _read(self, sources):
-        out = []
-        for kind, obj in sources:
-            d = obj._data if kind == 0 else (obj if kind == 1 else obj._key)
+        out = [obj._data if kind == 0 else (obj if kind == 1 else obj._key) for kind, obj in sources]
+        for i, d in enumerate(out):
             if type(d) is _Buffer:
                 if d.value is None:
                     raise d.missing(f"An input of {self.cap.graph_name}")
-                d = d.value
-            out.append(d)
+                out[i] = d.value
         return out
 
     def run(self, s):
@@ -194,7 +201,7 @@ class _Plan:
         t0 = time.perf_counter_ns()
         if _dispatch._sanitizing[0]:  # the replay reads its inputs and writes every output on s
             reads = [obj for kind, obj in self.cap.inputs if kind == "tensor"]
-            writes = {id(t): t for b in self.outputs for t in (r() for r in b.holders) if t is not None}
+            writes = {id(t): t for b in self.outputs + self.packed for t in (r() for r in b.holders) if t is not None}
             _dispatch.check_access(reads, list(writes.values()), s, f"replay of {self.cap.graph_name}")
         outs = self.compiled(self._read(self.donated), self._read(self.kept), self.consts)
         for b, v in zip(self.outputs, outs):
@@ -204,6 +211,15 @@ class _Plan:
                 if t is not None:
                     t._data = v
                     t._stream = s
+        if self.packed:
+            packed = _capture.Packed(outs[len(self.outputs):], self.split, self.packed, s)
+            for b in self.packed:
+                b._val, b.packed = None, packed
+                for r in b.holders:
+                    t = r()
+                    if t is not None:
+                        t._data = b
+                        t._stream = s
         for gen, k in self.gens:
             gen._key = outs[k]
         if outs:  # one execution: its outputs are ready together, so the stream tracks one

@@ -535,3 +535,54 @@ def test_captured_backward_on_a_device_with_its_own_engine_thread():
     eager, replayed, _ = _eager_and_replayed(make, dev=dev, stream=jg.Stream(dev), steps=4, seed=3)
     for a, b in zip(eager, replayed):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def _packed(t):
+    """Whether ``t`` still holds a packed replay output that nobody has read (see _capture.Packed)."""
+    from jgrad._capture import Buffer
+    return type(t._data) is Buffer and t._data.packed is not None
+
+
+def test_packed_outputs_are_split_only_when_read_and_equal_jax_grad():
+    import jax
+    import jax.numpy as jnp
+
+    jg.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    w0, b0 = _np(lin.weight).copy(), _np(lin.bias).copy()
+    x, y = jg.randn(5, 4), jg.randn(5, 3)
+    g = jg.Graph()
+    with jg.graph(g):
+        out = lin(x)
+        loss = ((out - y) ** 2).mean()
+        loss.backward()
+    g.replay()
+    g.replay()  # unread outputs of the first replay are simply dropped
+    assert _packed(lin.weight.grad) and _packed(out) and not _packed(loss)  # 0-d outputs come back as they are
+
+    def f(w, b):
+        return jnp.mean((jnp.asarray(_np(x)) @ w.T + b - jnp.asarray(_np(y))) ** 2)
+
+    gw, gb = jax.grad(f, argnums=(0, 1))(jnp.asarray(w0), jnp.asarray(b0))
+    np.testing.assert_allclose(_np(lin.weight.grad), np.asarray(gw), rtol=1e-5, atol=1e-6)
+    # reading one output splits the replay's pack for every tensor bound to it; later ops take arrays
+    assert not _packed(lin.bias.grad) and not _packed(out)
+    np.testing.assert_allclose(_np(lin.bias.grad * 2), 2 * np.asarray(gb), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_np(out), _np(x) @ w0.T + b0, rtol=1e-5, atol=1e-6)
+    g.replay()
+    assert _packed(out)  # the next replay binds the tensors to its own pack
+
+
+def test_a_graph_reading_another_graphs_packed_output():
+    g1, g2 = jg.Graph(), jg.Graph()
+    x = jg.zeros(3)
+    with jg.graph(g1):
+        y = x * 2 + 1
+    with jg.graph(g2):
+        z = y.sum(dim=0, keepdim=True) * 10
+    for v in (1.0, 2.0):
+        x.copy_(jg.full((3,), v))
+        g1.replay()
+        g2.replay()  # reads y, which g1 left packed
+        np.testing.assert_allclose(_np(z), [30 * (2 * v + 1)])
+        np.testing.assert_allclose(_np(y), np.full(3, 2 * v + 1))
