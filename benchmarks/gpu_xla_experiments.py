@@ -22,8 +22,9 @@ def tm(f, n=300):
     return f"{statistics.median(r):.1f} us (host issue {statistics.median(iss):.1f})"
 FUS = r"= \S+ fusion"
 OPT = {"xla_gpu_graph_min_graph_size": 1}
+ONLY_STREAMS = "--streams" in sys.argv
 # 1. per-output / per-arg host cost of a trivial executable
-for nout in (1, 17, 33):
+for nout in (() if ONLY_STREAMS else (1, 17, 33)):
     xs = [jnp.ones((256,)) for _ in range(19)]
     f = jax.jit(lambda xs: [xs[i % 19] * 2.0 for i in range(nout)])
     f(xs)
@@ -47,7 +48,7 @@ def mk(T, grads_out):
             return l, new, jnp.concatenate([a.ravel() for a in jax.tree_util.tree_leaves(g)])
         return (l, new, g) if grads_out else (l, new)
     return step
-for T in (True,):
+for T in (() if ONLY_STREAMS else (True,)):
     for go in (False, True, "packed"):
         for opts in (None, OPT):
             lo = jax.jit(mk(T, go), donate_argnums=(0,)).lower(ps, x, y)
@@ -68,7 +69,7 @@ def chain(a, w, kk=k):
     return [a]
 a = jnp.ones((128,128)); w = jnp.eye(128)*0.5
 for name, kk in (("matmul", k), ("elementwise", e)):
-    for opts in (None, {"xla_gpu_enable_triton_gemm": False}):
+    for opts in (None, {"xla_gpu_enable_triton_gemm": False}, {"xla_gpu_enable_command_buffer": ""}):
         def side(a, w, kk=kk):
             with jax.disable_jit():
                 return chain(a, w, kk)
