@@ -687,8 +687,8 @@ def main(argv=None):
         verdicts.append(common.verdict(f"{key}: replay / {JIT_NAME}", f"{r:.2f}x", "<= 1.05x", r <= 1.05))
         sp = by["jgrad eager"] / rep
         if key == "small":
-            verdicts.append(common.verdict("small: jgrad eager / replay (speed-up)", f"{sp:.1f}x", ">= 10x",
-                                           sp >= 10))
+            goal = ">= 10x" if args.device == "gpu" else ">= 10x (goal stated for the GPU machine)"
+            verdicts.append(common.verdict("small: jgrad eager / replay (speed-up)", f"{sp:.1f}x", goal, sp >= 10))
         else:
             print(f"- seed: replay is {sp:.1f}x faster than jgrad eager (no goal for this workload)")
         r = once["jgrad capture + compile"] / once["jax.jit(step) first call"]
