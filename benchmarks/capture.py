@@ -701,7 +701,9 @@ def main(argv=None):
             verdicts.append(common.verdict(f"{key}: re-capture of the same step hits the executable cache",
                                            "hit" if c["hit"] else "miss", "hit, no compile", c["hit"]))
         if "torch CUDA graph replay" in by:
-            print(f"- {key}: jgrad replay / torch CUDA graph replay = {rep / by['torch CUDA graph replay']:.2f}x")
+            r = rep / by["torch CUDA graph replay"]
+            verdicts.append(common.verdict(f"{key}: replay / torch CUDA graph replay (same precision)", f"{r:.2f}x",
+                                           "<= 1.0x", r <= 1.0))
     if "streams" in sections:
         if args.device == "gpu" or args.two_streams:
             out = _section("streams", report, bench_two_streams, args, repeat, report)
