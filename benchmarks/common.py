@@ -391,9 +391,10 @@ def environment(jax_device=None, torch_device=None) -> dict:
         "torch_threads": torch_threads,
         "jax_device": str(jax_device if jax_device is not None else jax.devices()[0]),
         "torch_device": torch_device,
-        "jgrad_commit": (_git("rev-parse", "--short", "HEAD") + (" + uncommitted changes in jgrad/"
-                                                              if _git("diff", "--name-only", "HEAD", "--", "jgrad")
-                                                              else "")),
+        # JGRAD_BENCH_COMMIT: the commit a copied tree was made from, where its .git is not that commit's
+        "jgrad_commit": os.environ.get("JGRAD_BENCH_COMMIT") or (
+            _git("rev-parse", "--short", "HEAD") + (" + uncommitted changes in jgrad/"
+                                                    if _git("diff", "--name-only", "HEAD", "--", "jgrad") else "")),
         "loadavg_at_start": load,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "argv": " ".join(sys.argv),
