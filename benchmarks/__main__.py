@@ -7,7 +7,7 @@ timed variant goes to stderr. Then the report is written:
 - ``--device cpu`` (default): the generated block of ``benchmarks/RESULTS.md`` (between the
   ``BEGIN GENERATED`` / ``END GENERATED`` markers; the hand-written notes around it are kept)
   and ``benchmarks/plots/cpu-*.png``;
-- ``--device gpu``: ``benchmarks/results/gpu-<model>-<date>.md`` and
+- ``--device gpu``: ``benchmarks/results/gpu-<model>-<date>.md`` (``-run2``, ... for later runs that day) and
   ``benchmarks/plots/gpu-<model>-<date>-*.png``; RESULTS.md's GPU index then links it.
 
 Every run regenerates the GPU index of RESULTS.md from ``benchmarks/results/gpu-*.md``.
@@ -331,11 +331,12 @@ def write_reports(args, done):
             title = f"Benchmarks on {args.device}, {_dt.date.today().isoformat()}"
         else:
             slug, kind = args.gpu
-            stem = f"gpu-{slug}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d')}"
+            day = f"gpu-{slug}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d')}"
+            stem, n = day, 1
+            while os.path.exists(os.path.join(RESULTS_DIR, stem + ".md")):  # keep earlier runs of the day
+                n += 1
+                stem = f"{day}-run{n}"
             path = os.path.join(RESULTS_DIR, stem + ".md")
-            if os.path.exists(path) and BEGIN.format("run") not in open(path).read():
-                path = os.path.join(RESULTS_DIR, stem + "-generated.md")  # never overwrite a hand-recorded file
-                stem += "-generated"
             title = f"GPU: {kind}, {_dt.date.today().isoformat()}{' (--quick)' if args.quick else ''}"
         os.makedirs(os.path.dirname(path), exist_ok=True)
         body = render(args, done, stem, os.path.dirname(path), title,
