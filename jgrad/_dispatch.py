@@ -4,7 +4,7 @@
 2. (capture) record instead of run, when the current stream is capturing;
 3. run the kernel on the input arrays (JAX dispatches asynchronously);
 4. stamp the outputs with the current stream;
-5. if grad mode is on and an input requires grad, record an ``OpNode``.
+5. if grad mode is on and an input requires grad, record an ``OpNode`` (``_tape.record``).
 
 An op's backward is a jax function too, compiled per ``needs_input_grad``
 mask, so gradients nobody asked for are never computed. Under
@@ -19,15 +19,16 @@ import numpy as np
 
 import weakref
 
-from . import _dtype
+from . import _dtype, _tape
 from ._device import get_default_device
 from ._tensor import Tensor
-from .streams import _current_for, _defaults as _default_streams, _san as _sanitizing, _tls as _stream_tls, active_captures as _active_captures
+from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
+from .streams import active_captures as _active_captures
 from .streams import check_access, host_read, record_new
 from ._capture import Buffer, CaptureError, abstract, concrete
 from .autograd.engine import task_should_compute_output
 from .autograd.grad_mode import state as _state
-from .autograd.node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
+from .autograd.node import Node, SavedVariable, _SECOND_BACKWARD
 
 _ALL_OPS: list = []
 _weakref = weakref.ref
@@ -381,7 +382,7 @@ def call_foreach(op, targets, *args, **attrs):
     arrays = [t._data for t in targets]
     arrays += [a._data if isinstance(a, Tensor) else a for a in args]
     dev = targets[0]._device if targets else get_default_device()
-    stream = _stream_tls.current.get(dev) or _current_for(dev)
+    stream = _current_for(dev)
     cap = stream._capture
     if cap is not None:
         outs = cap.record(kernel, arrays, stream, list(targets) + list(args))
@@ -429,7 +430,7 @@ def _call(op, args, key, attrs, inplace):
             arrays.append(a)
     if dev is None:
         dev = get_default_device()
-    stream = _stream_tls.current.get(dev) or _default_streams.get(dev) or _current_for(dev)
+    stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     cap = stream._capture
     if cap is not None:
         return _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inplace, req)
@@ -468,10 +469,15 @@ def _call(op, args, key, attrs, inplace):
             return res
         res = tuple(Tensor._make(o, dev, stream) for o in outs)
     else:
-        res = _record(op, key, attrs, args, outs, dev, stream, inplace)
+        res = _tape.record(OpNode.__new__(OpNode), op, key, attrs, args, outs, dev, stream, inplace)
     if _sanitizing[0]:
         record_new([t for t in res if t is not inplace], stream, op.name)
     return res if multi else res[0]
+
+
+# ``_call(op, args, key, attrs, inplace_target)`` for callers that build the attribute key
+# (``tuple(attrs.items())``) once instead of per call: Python operators.
+call_keyed = _call
 
 
 def _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inplace, req):
@@ -487,7 +493,7 @@ def _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inpla
         cap.write(inplace, res0)
         inplace._stream = stream
     if req and op.differentiable and _state.grad_enabled:
-        res = _record(op, key, attrs, args, outs, dev, stream, inplace)
+        res = _tape.record(OpNode.__new__(OpNode), op, key, attrs, args, outs, dev, stream, inplace)
     elif inplace is not None:
         inplace._data = outs[0]
         inplace._vc[0] += 1
@@ -538,68 +544,6 @@ def _check_inplace(op, target, res) -> bool:
 
 def _inplace_result(op, target, res):
     return res.astype(target.dtype.np) if _check_inplace(op, target, res) else res
-
-
-def _record(op, key, attrs, args, outs, dev, stream, inplace):
-    node = OpNode.__new__(OpNode)
-    in_avals = [(a.shape, a._data.dtype if a._data is not None else a._aval.dtype) if isinstance(a, Tensor)
-                else None for a in args]
-    pos = op.edge_args
-    if pos is None:
-        edges = [gradient_edge(a) if isinstance(a, Tensor) else None for a in args]
-    else:
-        pos = tuple(i for i in pos if i < len(args))
-        edges = [gradient_edge(args[i]) if isinstance(args[i], Tensor) else None for i in pos]
-    save = op.save
-    has_saved = op.save_outputs
-    if save is None:
-        saved = None
-    else:
-        saved = []
-        for i, a in enumerate(args):
-            if save == "all" or i in save:
-                if isinstance(a, Tensor):
-                    sv = SavedVariable(a, own_version=a is inplace)
-                    if stream._capture is not None and type(sv.data) is not Buffer:
-                        sv.data = stream._capture.alias(sv.data)  # the value of each replay, not of capture
-                    saved.append(sv)
-                    has_saved = True
-                else:
-                    saved.append(a)
-            else:
-                saved.append(None)
-    results = []
-    for i, o in enumerate(outs):
-        if i == 0 and inplace is not None:
-            t = inplace
-            old_fn, old_nr = t._grad_fn, t._output_nr
-            t._data = o
-            t._vc[0] += 1
-            t._grad_fn, t._output_nr, t._req = node, 0, True
-            if t._retains_grad and old_fn is not None:
-                hook = old_fn._retains_grad_hooks.pop(old_nr, None)
-                if hook is not None:
-                    node_hooks = {0: hook}
-                    # installed after Node.__init__ below
-                    results.append((t, node_hooks))
-                    continue
-            results.append((t, None))
-        else:
-            differentiable = jnp.issubdtype(o.dtype, jnp.inexact)
-            t = Tensor._make(o, dev, stream, differentiable, node if differentiable else None, i)
-            results.append((t, None))
-    Node.__init__(node, tuple(edges), tuple(InputMetadata(t.shape, t.dtype, dev, stream) for t, _ in results))
-    for t, hooks in results:
-        if hooks:
-            node._retains_grad_hooks.update(hooks)
-    node._stream = stream
-    node.op, node.key, node.attrs, node.device, node.released = op, key, attrs, dev, False
-    node.in_avals = tuple(in_avals)
-    node.tensor_pos = pos
-    node.has_saved = has_saved
-    node.saved = saved
-    node.saved_out = [SavedVariable(t, is_output=True) for t, _ in results] if op.save_outputs else None
-    return tuple(t for t, _ in results)
 
 
 # ---- host syncs and abstract tensors (capture fills these in) -------------------

@@ -23,9 +23,18 @@ class Tensor:
     (see README, "Differences from PyTorch").
     """
 
-    __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_grad", "_vc", "_hooks",
-                 "_retains_grad", "_device", "_stream", "_grad_acc", "_post_acc_hooks",
-                 "_aval", "_capture", "__weakref__", "__dict__")
+    __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_vc", "_device", "_stream", "__weakref__",
+                 "__dict__")
+
+    # What most tensors never set: class-level defaults, overridden in the instance's __dict__
+    # when set, so that every op's Tensor._make need not store them.
+    _grad = None
+    _hooks = None  # hooks of a leaf (a non-leaf's live on its grad_fn)
+    _retains_grad = False
+    _grad_acc = None  # weakref of the leaf's AccumulateGrad
+    _post_acc_hooks = None
+    _aval = None  # shape and dtype when _data is None
+    _capture = None
 
     # ---- construction --------------------------------------------------
     def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):
@@ -43,14 +52,7 @@ class Tensor:
         t._req = req
         t._grad_fn = grad_fn
         t._output_nr = output_nr
-        t._grad = None
         t._vc = [0]
-        t._hooks = None
-        t._retains_grad = False
-        t._grad_acc = None
-        t._post_acc_hooks = None
-        t._aval = None
-        t._capture = None
         if type(data) is _Buffer:
             data.holders.append(_weakref(t))  # replay rebinds it to the value
         return t
@@ -77,7 +79,8 @@ class Tensor:
             else:
                 arr.holders.append(_weakref(self))
         self._data = arr
-        self._aval = None
+        if self._aval is not None:
+            self._aval = None
 
     @property
     def _value(self):
@@ -211,7 +214,10 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._grad_fn is None or self._retains_grad:
             return
-        self._grad_fn._retains_grad_hooks[self._output_nr] = _RetainGradHook(self)
+        fn = self._grad_fn
+        if fn._retains_grad_hooks is None:
+            fn._retains_grad_hooks = {}
+        fn._retains_grad_hooks[self._output_nr] = _RetainGradHook(self)
         self._retains_grad = True
 
     def register_hook(self, hook):
@@ -250,8 +256,10 @@ class Tensor:
         """A new tensor with the same storage and version counter, without history."""
         t = Tensor._make(self._data, self._device, self._stream)
         t._vc = self._vc
-        t._aval = self._aval
-        t._capture = self._capture
+        if self._aval is not None:
+            t._aval = self._aval
+        if self._capture is not None:
+            t._capture = self._capture
         return t
 
     def detach_(self) -> "Tensor":
@@ -377,14 +385,7 @@ def _init(t, arr, dev, requires_grad):
     t._req = False
     t._grad_fn = None
     t._output_nr = 0
-    t._grad = None
     t._vc = [0]
-    t._hooks = None
-    t._retains_grad = False
-    t._grad_acc = None
-    t._post_acc_hooks = None
-    t._aval = None
-    t._capture = None
     if requires_grad:
         t.requires_grad_(True)
 

@@ -36,7 +36,8 @@ class StreamRaceError(RuntimeError):
 class Stream:
     """An ordered queue of work on one device (``torch.cuda.Stream``); every device has them."""
 
-    __slots__ = ("id", "device", "priority", "_vc", "_pending", "_host_epoch", "_capture", "__weakref__")
+    __slots__ = ("id", "device", "priority", "_vc", "_pending", "_host_epoch", "_capture", "_out_meta",
+                 "__weakref__")
 
     def __init__(self, device=None, priority=0, *, _id=None):
         self.device = _device(device) if device is not None else get_default_device()
@@ -46,6 +47,9 @@ class Stream:
         self._pending = []
         self._host_epoch = -1
         self._capture = None
+        # jax aval -> the InputMetadata that nodes recorded on this stream share for outputs of
+        # that shape and dtype (filled by the dispatcher; InputMetadata is never mutated).
+        self._out_meta = {}
 
     def __repr__(self):
         return f"<jgrad.Stream device={self.device} id={self.id} priority={self.priority}>"
@@ -182,6 +186,12 @@ class _StreamTLS(threading.local):
 
 _tls = _StreamTLS()
 _defaults: dict = {}
+# How many (thread, device) entries of _tls.current exist in all threads. While it is 0 no
+# thread has a current stream other than the default, and the per-op lookup skips the
+# thread-local. A thread counts its own entry before making it and after removing it, so it
+# never reads 0 while it has one; a count left by a thread that died only costs the fast path.
+_overrides = [0]
+_overrides_lock = threading.Lock()
 _defaults_lock = threading.Lock()
 
 
@@ -206,7 +216,7 @@ def current_stream(device=None) -> Stream:
 
 def _current_for(dev) -> Stream:
     """``current_stream`` for a jgrad device object (the per-op fast path)."""
-    s = _tls.current.get(dev)
+    s = _tls.current.get(dev) if _overrides[0] else None
     if s is None:
         s = _defaults.get(dev)
         if s is None:
@@ -216,7 +226,21 @@ def _current_for(dev) -> Stream:
 
 def set_stream(s: Stream) -> None:
     """Make ``s`` the current stream of its device in this thread."""
-    _tls.current[s.device] = s
+    _set_current(s.device, s)
+
+
+def _set_current(dev, s) -> None:
+    """Make ``s`` current for ``dev`` in this thread (None: back to the default stream)."""
+    current = _tls.current
+    if s is None:
+        if current.pop(dev, None) is not None:
+            with _overrides_lock:
+                _overrides[0] -= 1
+        return
+    if dev not in current:
+        with _overrides_lock:
+            _overrides[0] += 1
+    current[dev] = s
 
 
 class stream:
@@ -230,17 +254,14 @@ class stream:
         if s is None:
             return None
         self.prev = _tls.current.get(s.device)
-        _tls.current[s.device] = s
+        _set_current(s.device, s)
         return s
 
     def __exit__(self, *exc):
         s = self.s
         if s is None:
             return
-        if self.prev is None:
-            _tls.current.pop(s.device, None)
-        else:
-            _tls.current[s.device] = self.prev
+        _set_current(s.device, self.prev)
 
 
 class _MultiStream:

@@ -156,7 +156,7 @@ class Function(metaclass=_FunctionMeta):
                 if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
                 t = o
-                if t._retains_grad and t._grad_fn is not None:
+                if t._retains_grad and t._grad_fn is not None and t._grad_fn._retains_grad_hooks:
                     # as for built-in in-place ops: the retains_grad hook follows the new grad_fn
                     hook = t._grad_fn._retains_grad_hooks.pop(t._output_nr, None)
                     if hook is not None:
@@ -173,7 +173,8 @@ class Function(metaclass=_FunctionMeta):
                 t._req = False
             wrapped.append(t)
         Node.__init__(node, edges, tuple(metas))
-        node._retains_grad_hooks.update(moved)
+        if moved:
+            node._retains_grad_hooks = dict(moved)
         node.ctx, node.fn_cls, node.is_tensor_input = ctx, cls, is_tensor
         ctx._node = node
         first = next((a for a in args if isinstance(a, Tensor)), None)

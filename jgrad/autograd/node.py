@@ -50,7 +50,10 @@ class _HookDict(dict):
 
 
 class InputMetadata:
-    """What the engine checks a gradient against (shape, dtype, device, stream)."""
+    """What the engine checks a gradient against (shape, dtype, device, stream).
+
+    Never mutated once made: nodes recorded on one stream share one per output shape and dtype.
+    """
 
     __slots__ = ("shape", "dtype", "device", "stream")
 
@@ -65,9 +68,17 @@ class InputMetadata:
 class Node:
     """A node of the backward graph (``torch.autograd.graph.Node``)."""
 
-    __slots__ = ("next_edges", "sequence_nr", "topological_nr", "input_metadata", "_tensor_pre_hooks",
-                 "_retains_grad_hooks", "_pre_hooks", "_post_hooks", "_metadata", "_anomaly_trace",
-                 "_stream", "__weakref__")
+    __slots__ = ("next_edges", "sequence_nr", "topological_nr", "input_metadata", "_stream", "__weakref__",
+                 "__dict__")
+
+    # Hooks, metadata and anomaly traces are rare: class-level defaults that an instance
+    # overrides in its __dict__ when it gets one, so that recording a node need not set them.
+    _tensor_pre_hooks = None
+    _retains_grad_hooks = None  # output_nr -> retains_grad hook
+    _pre_hooks = None
+    _post_hooks = None
+    _metadata = None
+    _anomaly_trace = None
 
     def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
         self.next_edges = next_edges
@@ -78,13 +89,7 @@ class Node:
             if e is not None and e[0].topological_nr >= topo:
                 topo = e[0].topological_nr + 1
         self.topological_nr = topo
-        self._tensor_pre_hooks = None
-        self._retains_grad_hooks = {}
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._metadata = None
         self._stream = None
-        self._anomaly_trace = None
         if _state.anomaly_enabled:
             from .anomaly import record_forward_trace
             record_forward_trace(self)
@@ -180,17 +185,11 @@ class AccumulateGrad(Node):
         self.input_metadata = (InputMetadata(variable.shape, variable.dtype, dev, stream),)
         self.sequence_nr = _UINT64_MAX
         self.topological_nr = 0
-        self._tensor_pre_hooks = None
-        self._retains_grad_hooks = {}
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._metadata = None
-        self._anomaly_trace = None
+        self._stream = stream
         if _state.anomaly_enabled:
             from .anomaly import record_forward_trace
             record_forward_trace(self)
         self.variable = variable
-        self._stream = stream
         # accumulate_grad.cpp's mutex_: backward calls from several threads (or device
         # threads) may accumulate into the same .grad at once (Note [Thread Safety on
         # Autograd Node]). Reentrant so a post-accumulate hook may run a nested backward.

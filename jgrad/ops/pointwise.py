@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import Op, call, call_inplace
+from .._dispatch import Op, call, call_inplace, call_keyed
 from .._tensor import Tensor
+from ..autograd.node import InputMetadata
 from ._registry import broadcast_shapes, scalar_type_name, tensor_method
 
 __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "floor_divide", "pow",
@@ -435,9 +436,10 @@ def _transfer(t, dev):
     out = call(TRANSFER, t, device=dev, src=t.device)
     # The dispatcher stamps outputs with the inputs' device; a transfer's output lives on `dev`.
     out._device, out._stream = dev, _current_for(dev)
-    if out._grad_fn is not None:
-        out._grad_fn.input_metadata[0].device = dev
-        out._grad_fn.input_metadata[0].stream = out._stream
+    node = out._grad_fn
+    if node is not None:  # InputMetadata is shared between nodes: replace it, never mutate it
+        meta = node.input_metadata[0]
+        node.input_metadata = (InputMetadata(meta.shape, meta.dtype, dev, out._stream),)
     return out
 
 
@@ -698,12 +700,15 @@ for _name, _fn in dict(
 # ---- operators -------------------------------------------------------------------------
 def _binop(op, reflected=False, **attrs):
     """A Python operator: NumPy scalars act as Python numbers; other types are NotImplemented."""
+    key = tuple(attrs.items())
+    operand_types = (Tensor,) + _Number
+
     def method(self, other):
         if isinstance(other, np.generic):
             other = other.item()
-        if not isinstance(other, (Tensor,) + _Number):
+        if not isinstance(other, operand_types):
             return NotImplemented
-        return call(op, other, self, **attrs) if reflected else call(op, self, other, **attrs)
+        return call_keyed(op, (other, self) if reflected else (self, other), key, attrs, None)
     return method
 
 

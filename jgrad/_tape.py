@@ -1,0 +1,157 @@
+"""The tape: what recording an op's ``OpNode`` costs, kept small.
+
+Every differentiable op with an input that requires grad passes through
+``record``, so it reads as little as it can per call: one pass over the inputs
+for edges, ``in_avals`` and saved tensors, shapes and dtypes looked up per jax
+aval (reading them off a ``jax.Array`` is slower than the rest of recording),
+and one shared ``InputMetadata`` per stream and output aval.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import _dtype
+from ._capture import Buffer
+from ._tensor import Tensor
+from .autograd.anomaly import record_forward_trace
+from .autograd.grad_mode import state as _state
+from .autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
+
+
+def record(node, op, key, attrs, args, outs, dev, stream, inplace):
+    """Fill in ``node``, the new OpNode of ``op``, and return the op's output tensors."""
+    edges, topo, in_avals, saved, has_saved = _scan_inputs(op, args, inplace, stream)
+    pos = op.edge_args
+    if pos is not None:
+        pos = tuple(i for i in pos if i < len(args))
+        edges, topo = _edges([args[i] for i in pos])
+    node.next_edges = edges
+    node.sequence_nr = next(_sequence_nr)
+    node.topological_nr = topo
+    node._stream = stream
+    node.op, node.key, node.attrs, node.device, node.released, node.tensor_pos = op, key, attrs, dev, False, pos
+    node.in_avals = in_avals
+    node.saved = saved
+    node.has_saved = has_saved or op.save_outputs
+    results = _outputs(node, outs, dev, stream, inplace)
+    node.saved_out = [SavedVariable(t, True) for t in results] if op.save_outputs else None
+    if _state.anomaly_enabled:
+        record_forward_trace(node)
+    return results
+
+
+def _scan_inputs(op, args, inplace, stream):
+    """One pass over the inputs: edges, topological_nr, in_avals, saved inputs, whether a tensor was saved."""
+    edges, in_avals = [], []
+    topo = 0
+    save = op.save
+    saved = None if save is None else []
+    save_all = save == "all"
+    has_saved = False
+    for i, a in enumerate(args):
+        if not isinstance(a, Tensor):
+            edges.append(None)
+            in_avals.append(None)
+            if saved is not None:
+                saved.append(a if save_all or i in save else None)
+            continue
+        d = a._data
+        info = _AVAL_INFO.get(getattr(d, "aval", None))
+        in_avals.append(info[0] if info is not None else _shape_dtype(a))
+        fn = a._grad_fn
+        if fn is not None:
+            edges.append((fn, a._output_nr))
+            if fn.topological_nr >= topo:
+                topo = fn.topological_nr + 1
+        elif a._req:
+            edges.append((grad_accumulator(a), 0))
+            topo = topo or 1  # AccumulateGrad's topological_nr is 0
+        else:
+            edges.append(None)
+        if saved is not None:
+            if save_all or i in save:
+                saved.append(SavedVariable(a, False, a is inplace))
+                has_saved = True
+            else:
+                saved.append(None)
+    if has_saved and stream._capture is not None:
+        _alias_saved(saved, stream._capture)
+    return tuple(edges), topo, tuple(in_avals), saved, has_saved
+
+
+def _alias_saved(saved, cap):
+    """Saved tensors of a captured node hold the value of each replay, not the value at capture."""
+    for sv in saved:
+        if type(sv) is SavedVariable and type(sv.data) is not Buffer:
+            sv.data = cap.alias(sv.data)
+
+
+def _edges(inputs):
+    """``gradient_edge`` of each input (None for non-tensors) and the node's topological_nr."""
+    edges = [gradient_edge(a) if isinstance(a, Tensor) else None for a in inputs]
+    topo = max([e[0].topological_nr + 1 for e in edges if e is not None], default=0)
+    return tuple(edges), topo
+
+
+def _outputs(node, outs, dev, stream, inplace):
+    """The node's output tensors and input_metadata; integer and bool outputs get no history."""
+    metas = []
+    results = []
+    shared = stream._out_meta
+    for i, o in enumerate(outs):
+        aval = o.aval
+        info = _AVAL_INFO.get(aval) or _array_info(o)
+        differentiable = info[2]
+        meta = shared.get(aval)
+        if meta is None:
+            meta = InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream)
+            if type(o) is not Buffer:
+                shared[aval] = meta
+        metas.append(meta)
+        if i == 0 and inplace is not None:
+            results.append(_rebind(inplace, o, node))
+        else:
+            results.append(Tensor._make(o, dev, stream, differentiable, node if differentiable else None, i))
+    node.input_metadata = tuple(metas)
+    return tuple(results)
+
+
+def _rebind(t, o, node):
+    """The target of an in-place op becomes output 0 of ``node``, its retains_grad hook with it."""
+    old_fn, old_nr = t._grad_fn, t._output_nr
+    t._data = o
+    t._vc[0] += 1
+    t._grad_fn, t._output_nr, t._req = node, 0, True
+    if t._retains_grad and old_fn is not None and old_fn._retains_grad_hooks:
+        hook = old_fn._retains_grad_hooks.pop(old_nr, None)
+        if hook is not None:
+            node._retains_grad_hooks = {0: hook}
+    return t
+
+
+# jax aval -> ((shape, numpy dtype), jgrad dtype, differentiable): reading these off a jax.Array
+# (Python properties, and jnp.issubdtype) costs more than the rest of recording an op.
+_AVAL_INFO: dict = {}
+
+
+def _shape_dtype(t):
+    """A tensor's entry of ``in_avals``: (shape, numpy dtype)."""
+    d = t._data
+    return _array_info(d)[0] if d is not None else (t.shape, t._aval.dtype)
+
+
+def _array_info(x):
+    """((shape, numpy dtype), jgrad dtype, differentiable) of an array or a captured Buffer."""
+    aval = getattr(x, "aval", None)
+    info = _AVAL_INFO.get(aval)
+    if info is None:
+        dt = np.dtype(x.dtype)
+        try:
+            jg_dtype = _dtype.from_np(dt)
+        except TypeError:  # an input jgrad has no dtype for (a uint32 generator key)
+            jg_dtype = None
+        info = ((tuple(x.shape), dt), jg_dtype, bool(jnp.issubdtype(dt, jnp.inexact)))
+        if type(x) is not Buffer and aval is not None:
+            _AVAL_INFO[aval] = info
+    return info
