@@ -255,10 +255,11 @@ class OpNode(Node):
                                    tuple(s is not None for s in saved_vars), len(grads))
         saved = [s for s in saved_vars if s is not None]
         outs = list(saved_out) if saved_out else []
-        used = _DERIVED_USED.get(bop)
-        if used is None:
+        known = _DERIVED_USED.get(bop)
+        if known is None:
             raw = [s.data if type(s) is SavedVariable else s for s in saved + outs] + [g._data for g in grads]
-            used = _DERIVED_USED[bop] = _used_inputs(bop, abstract(raw))
+            known = _DERIVED_USED[bop] = _used_inputs(bop, abstract(raw))
+        used, constant = known
         # Saved tensors the formula never reads go in as plain arrays (and are not version-
         # checked), so the double-backward graph links only to what the derivative depends on,
         # as PyTorch's formula-built graph does: grad(x * a, x) depends on a alone, and a later
@@ -271,6 +272,8 @@ class OpNode(Node):
             flat[n] = grads[0]  # keep one Tensor argument: the result's device and stream come from it
         res = call(bop, *flat)
         res = res if isinstance(res, tuple) else (res,)
+        if True in constant:
+            res = [r.detach() if c else r for r, c in zip(res, constant)]
         it = iter(res)
         return [next(it) if m and self.in_avals[i] is not None else None for i, m in enumerate(mask)]
 
@@ -311,9 +314,17 @@ def _live_invars(jaxpr, live_out=None):
 
 
 def _used_inputs(bop, flat):
-    """Trace ``bop``'s forward once and mark the inputs its outputs actually depend on."""
+    """Trace ``bop``'s forward once: (the inputs its outputs depend on, the outputs that depend on none).
+
+    An output that depends on no input is a gradient that is identically zero (a derivative is linear
+    in the incoming gradient), such as ReLU's second derivative. It is handed on detached, as PyTorch's
+    formulas hand on ``zeros_like(grad)``: higher-order backward passes then skip the work behind it.
+    """
     closed = jax.make_jaxpr(lambda *a: bop.forward(*a))(*flat)
-    return tuple(_live_invars(closed.jaxpr))
+    jaxpr = closed.jaxpr
+    n = len(jaxpr.outvars)
+    constant = tuple(not any(_live_invars(jaxpr, [i == j for i in range(n)])) for j in range(n))
+    return tuple(_live_invars(jaxpr)), constant
 
 
 def _kernel_reads(kernel, saved, saved_out, grads):

@@ -1197,3 +1197,32 @@ def test_grad_trimming_skips_the_weight_gradient_matmul(monkeypatch):
     runs.clear()
     y.backward()
     assert runs == [((True, True, True), 2)]
+
+
+def test_identically_zero_higher_order_gradient_is_handed_on_detached():
+    # PR 82544's Hessian of a ReLU net: d(ReLU backward)/d(input) is zero by construction. PyTorch's
+    # formula hands on zeros that do not depend on the incoming gradient, so a third backward pass
+    # does not run the second pass's matmuls; jgrad hands such an output on detached.
+    xv, w1v, w2v = rnd(6, 3), rnd(4, 3, seed=1), rnd(2, 4, seed=2)
+    x = jg.tensor(xv, dtype=F64, requires_grad=True)
+    w1 = jg.tensor(w1v, dtype=F64, requires_grad=True)
+    w2 = jg.tensor(w2v, dtype=F64, requires_grad=True)
+    y = jg.linear(jg.relu(jg.linear(x, w1)), w2)
+    dy, = A.grad(y, x, grad_outputs=jg.ones_like(y), create_graph=True)
+    d2, = A.grad(dy, x, grad_outputs=jg.ones_like(dy), create_graph=True)
+
+    def f(xv):
+        return jnp.sum(jnp.maximum(xv @ w1v.T, 0) @ w2v.T)
+
+    np.testing.assert_allclose(npy(dy), jax.grad(f)(xv), rtol=1e-12)
+    np.testing.assert_array_equal(npy(d2), np.zeros_like(xv))  # jax.hessian's value, as a sum over outputs
+    seen, todo = set(), [d2.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        assert not node.name().endswith("BackwardBackward"), node.name()  # no second-pass node behind d2
+        todo.extend(e[0] for e in node.next_functions)
+    d2.sum().backward()
+    np.testing.assert_array_equal(npy(w1.grad), np.zeros_like(w1v))
