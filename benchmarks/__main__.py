@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+from . import common
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
@@ -128,13 +130,7 @@ def run_all(args, runs, workdir):
 
 # ---------------------------------------------------------------------------- report
 def _fmt(s):
-    if s is None or s != s:
-        return "n/a"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} us"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.3f} s"
+    return "n/a" if s is None else common.fmt_time(s)
 
 
 def jit_row(rows):

@@ -107,9 +107,9 @@ class Packed:
             self.stream._pending.append(weakref.ref(values[-1]))
 
 
-def packable(b, first):
-    """Whether output ``b`` may come back packed (not an in-place update or a key, not 0-d, not weak)."""
-    return b not in first and b.ndim > 0 and b.size > 0 and not b.aval.weak_type
+def packable(b):
+    """Whether output ``b`` (not an in-place update or a key) may come back packed: not 0-d, not weak."""
+    return b.ndim > 0 and b.size > 0 and not b.aval.weak_type
 
 
 def abstract(tree):

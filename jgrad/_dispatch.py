@@ -320,11 +320,10 @@ def _used_inputs(bop, flat):
     in the incoming gradient), such as ReLU's second derivative. It is handed on detached, as PyTorch's
     formulas hand on ``zeros_like(grad)``: higher-order backward passes then skip the work behind it.
     """
-    closed = jax.make_jaxpr(lambda *a: bop.forward(*a))(*flat)
-    jaxpr = closed.jaxpr
+    jaxpr = jax.make_jaxpr(lambda *a: bop.forward(*a))(*flat).jaxpr
     n = len(jaxpr.outvars)
-    constant = tuple(not any(_live_invars(jaxpr, [i == j for i in range(n)])) for j in range(n))
-    return tuple(_live_invars(jaxpr)), constant
+    per_output = [_live_invars(jaxpr, [i == j for i in range(n)]) for j in range(n)]
+    return tuple(map(any, zip(*per_output))), tuple(not any(live) for live in per_output)
 
 
 def _kernel_reads(kernel, saved, saved_out, grads):

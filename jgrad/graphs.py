@@ -116,9 +116,10 @@ class Graph:
                    if (kind == "tensor" and id(obj) in written) or kind == "rng"]
         first, rest = _aliasing_order(cap, outputs, donated, dict(zip(map(id, gens), key_outs)))
         pack = self._pack_outputs if self._pack_outputs is not None else cap.origin.device.type != "cpu"
-        packed = [b for b in rest if pack and _capture.packable(b, first)]
+        packed = [b for b in rest if pack and _capture.packable(b)]
         packed.sort(key=lambda b: b.dtype.str)  # grouped by dtype (a stable sort keeps the capture's order)
-        outputs = first + [b for b in rest if all(b is not p for p in packed)]
+        in_pack = {id(b) for b in packed}
+        outputs = first + [b for b in rest if id(b) not in in_pack]
         compiled, donated, kept, split = _capture.compile_plan(cap, outputs, donated, packed)
         pos = {id(b): i for i, b in enumerate(outputs)}
         self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)],
@@ -158,15 +159,14 @@ def _aliasing_order(cap, outputs, donated, key_of):
     parameter's buffer went to, say, another layer's gradient, XLA would have to copy the parameter at entry
     (it is still read afterwards); in this order every donated buffer is reused for its own update.
     """
-    first = []
+    present = {id(b): b for b in outputs}
+    first = {}
     for i in donated:
         kind, obj = cap.inputs[i]
         b = cap.final.get(id(obj)) if kind == "tensor" else key_of.get(id(obj))
-        if b is not None and all(b is not f for f in first):
-            first.append(b)
-    chosen = {id(b) for b in first}
-    present = {id(b) for b in outputs}
-    return [b for b in first if id(b) in present], [b for b in outputs if id(b) not in chosen]
+        if b is not None and id(b) in present:
+            first.setdefault(id(b), b)
+    return list(first.values()), [b for b in outputs if id(b) not in first]
 
 
 class _Plan:
@@ -209,26 +209,27 @@ class _Plan:
         outs = self.compiled(self._read(self.donated), self._read(self.kept), self.consts)
         for b, v in zip(self.outputs, outs):
             b.value = v
-            for r in b.holders:
-                t = r()
-                if t is not None:
-                    t._data = v
-                    t._stream = s
+            _bind_holders(b, v, s)
         if self.packed:
             packed = _capture.Packed(outs[len(self.outputs):], self.split, self.packed, s)
             for b in self.packed:
                 b._val, b.packed = None, packed
-                for r in b.holders:
-                    t = r()
-                    if t is not None:
-                        t._data = b
-                        t._stream = s
+                _bind_holders(b, b, s)  # the tensors read the buffer, which splits the pack when first read
         for gen, k in self.gens:
             gen._key = outs[k]
         if outs:  # one execution: its outputs are ready together, so the stream tracks one
             s._pending.append(_weakref(outs[-1]))
         if _profiler._active:
             _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
+
+
+def _bind_holders(b, data, s):
+    """Point the tensors bound to buffer ``b`` at ``data``, written on stream ``s``."""
+    for r in b.holders:
+        t = r()
+        if t is not None:
+            t._data = data
+            t._stream = s
 
 
 def _capturing_stream():

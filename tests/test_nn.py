@@ -17,17 +17,7 @@ from jgrad.nn import functional as F
 F64 = jg.float64
 
 
-def npy(t):
-    if isinstance(t, (jg.Tensor, torch.Tensor)):
-        return np.asarray(t.detach().numpy())
-    return np.asarray(t)
-
-
-def pair(a, requires_grad=False):
-    """The same float64 data as a jgrad and a torch tensor."""
-    a = np.asarray(a)
-    return (jg.tensor(a, requires_grad=requires_grad),
-            torch.tensor(a, requires_grad=requires_grad))
+from _torch_pairs import npy, pair  # noqa: E402
 
 
 def copy_params(jmod, tmod):
