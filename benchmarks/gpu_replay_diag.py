@@ -51,6 +51,51 @@ def _time(fn, block, n, repeat):
     return statistics.median(thr), statistics.median(issue)
 
 
+def _dump_hlo(name, compiled):
+    """Write an executable's optimised HLO under $DIAG_HLO_DIR (when set), to diff jgrad's against jax's."""
+    where = os.environ.get("DIAG_HLO_DIR")
+    if where:
+        os.makedirs(where, exist_ok=True)
+        flags = os.environ.get("XLA_FLAGS", "").replace("-", "").replace("=", "_") or "default"
+        fname = re.sub(r"[^A-Za-z0-9]+", "_", f"{flags}_{name}").strip("_")[:120] + ".hlo.txt"
+        with open(os.path.join(where, fname), "w") as f:
+            f.write(compiled.as_text())
+
+
+def _replay_segments(g, block, n):
+    """Median time per replay of each part of ``_Plan.run`` (a timed copy of it: keep the two in step)."""
+    from jgrad import graphs
+    from jgrad.streams import _current_for
+
+    plan = g._plan
+    s = _current_for(plan.cap.origin.device)
+    seg = {"read inputs": [], "executable call": [], "bind outputs": [], "packed": [], "keys and pending": []}
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        args = (plan._read(plan.donated, plan.donated_tensors), plan._read(plan.kept, plan.kept_tensors), plan.consts)
+        t1 = time.perf_counter_ns()
+        outs = plan.compiled(*args)
+        t2 = time.perf_counter_ns()
+        for b, v in zip(plan.outputs, outs):
+            b._val = v
+            for r in b.holders:
+                t = r()
+                if t is not None:
+                    t._data, t._stream = v, s
+        t3 = time.perf_counter_ns()
+        if plan.pack is not None:
+            plan.pack.refill(outs[len(plan.outputs):], s)
+        t4 = time.perf_counter_ns()
+        for gen, k in plan.gens:
+            gen._key = outs[k]
+        s._pending.append(graphs._weakref(outs[-1]))
+        t5 = time.perf_counter_ns()
+        for name, a, b_ in zip(seg, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
+            seg[name].append((b_ - a) / 1e3)
+    block(outs[-1])
+    return {k: round(statistics.median(v), 2) for k, v in seg.items()}
+
+
 def child(n, repeat):
     import jax
     import jax.numpy as jnp
@@ -97,6 +142,29 @@ def child(n, repeat):
             return loss
         out[name] = _time(call, jax.block_until_ready, n, repeat)
 
+    # the same math returning its gradients packed into one array (what jgrad's replay returns)
+    def mlp_loss(ps, x, y):  # the small workload: Linear and ReLU layers, no Dropout
+        h = x
+        for layer in w.layers:
+            h = h @ ps[layer[1]][0].T + ps[layer[1]][1] if layer[0] == "linear" else jax.nn.relu(h)
+        return jnp.mean((h - y) ** 2)
+
+    def step_packed(ps, x, y):
+        l2, grads = jax.value_and_grad(mlp_loss)(ps, x, y)
+        p2 = jax.tree_util.tree_map(lambda p_, g_: p_ - w.lr * g_, ps, grads)
+        return l2, p2, jnp.concatenate([g_.ravel() for g_ in jax.tree_util.tree_leaves(grads)])
+    for name, opts in (("jax.jit, grads packed", None), ("jax.jit, grads packed, jgrad's compiler options",
+                                                         _capture.gpu_compiler_options)):
+        lo = jax.jit(step_packed, donate_argnums=(0,)).lower(st["p"], x, y)
+        exe = lo.compile(compiler_options=dict(opts)) if opts else lo.compile()
+        _dump_hlo(name, exe)
+        st2 = {"p": jax.tree_util.tree_map(jnp.copy, st["p"])}
+
+        def call(exe=exe, st2=st2):
+            loss, st2["p"], _ = exe(st2["p"], x, y)
+            return loss
+        out[name] = _time(call, jax.block_until_ready, n, repeat)
+
     # jgrad replay, with XLA's default options and with jgrad's
     loss_mod = nn.MSELoss()
     model_e, opt_e, model_r, opt_r, x_r, y_r, *_ = capture._jg_setup(w, loss_mod)
@@ -118,6 +186,7 @@ def child(n, repeat):
             return static_loss
 
         out[name] = _time(replay, common.block, n, repeat)
+        _dump_hlo(name, g._plan.compiled)
     plan = g._plan
     out["jgrad outputs"] = f"{len(plan.outputs)} + {len(plan.packed)} packed"
     out["jgrad inputs"] = len(plan.donated) + len(plan.kept)
@@ -126,6 +195,8 @@ def child(n, repeat):
         out["jgrad hlo"] = _hlo_counts(plan.compiled.as_text())
     except Exception as e:  # noqa: BLE001
         out["jgrad hlo"] = repr(e)
+
+    out["replay segments (us per replay)"] = _replay_segments(g, common.block, n)
 
     # host cost of the replay's Python around the executable call
     import cProfile

@@ -5,7 +5,6 @@
 1. host cost per output of an executable (19 arguments; 1, 17 or 33 outputs);
 2. the small MLP step under jax.jit, with the gradients as extra outputs or not, packed into one array or
    not, compiled with XLA's defaults or with jgrad's capture options (xla_gpu_graph_min_graph_size=1);
-3. compute_on('gpu_stream:1') regions of matmuls or of elementwise ops, with Triton GEMMs on or off.
 Prints one line per case; "host issue" is the Python time of the calls before the final block.
 """
 import time, statistics, warnings, re, sys
@@ -22,9 +21,8 @@ def tm(f, n=300):
     return f"{statistics.median(r):.1f} us (host issue {statistics.median(iss):.1f})"
 FUS = r"= \S+ fusion"
 OPT = {"xla_gpu_graph_min_graph_size": 1}
-ONLY_STREAMS = "--streams" in sys.argv
 # 1. per-output / per-arg host cost of a trivial executable
-for nout in (() if ONLY_STREAMS else (1, 17, 33)):
+for nout in (1, 17, 33):
     xs = [jnp.ones((256,)) for _ in range(19)]
     f = jax.jit(lambda xs: [xs[i % 19] * 2.0 for i in range(nout)])
     f(xs)
@@ -48,7 +46,7 @@ def mk(T, grads_out):
             return l, new, jnp.concatenate([a.ravel() for a in jax.tree_util.tree_leaves(g)])
         return (l, new, g) if grads_out else (l, new)
     return step
-for T in (() if ONLY_STREAMS else (True,)):
+for T in (True,):
     for go in (False, True, "packed"):
         for opts in (None, OPT):
             lo = jax.jit(mk(T, go), donate_argnums=(0,)).lower(ps, x, y)
@@ -60,31 +58,3 @@ for T in (() if ONLY_STREAMS else (True,)):
             call()
             nf = len(re.findall(FUS, txt))
             print(f"mlp W.T={T} grads_out={go} opts={bool(opts)}: {tm(call)}; 'command_buffer' in text: {txt.count('command_buffer')}, fusions {nf}")
-# 3. compute_on region variants with cuBLAS instead of Triton gemm, and elementwise-only
-from jgrad._capture import _on_stream
-k = jax.jit(lambda a, b: jnp.tanh(a @ b))
-e = jax.jit(lambda a, b: jnp.tanh(a * b + 1.0))
-def chain(a, w, kk=k):
-    for _ in range(20): a = kk(a, w)
-    return [a]
-a = jnp.ones((128,128)); w = jnp.eye(128)*0.5
-for name, kk in (("matmul", k), ("elementwise", e)):
-    for opts in (None, {"xla_gpu_enable_triton_gemm": False}, {"xla_gpu_enable_command_buffer": ""}):
-        def side(a, w, kk=kk):
-            with jax.disable_jit():
-                return chain(a, w, kk)
-        body = _on_stream(jax.jit(side), 1, 1)
-        def both(a1, a2, w, kk=kk, body=body):
-            return chain(a1, w, kk)[0], body(a2, w)[0]
-        def one(a1, a2, w, kk=kk):
-            return chain(a1, w, kk)[0], chain(a2, w, kk)[0]
-        try:
-            res = []
-            for fn in (one, both):
-                lo = jax.jit(fn).lower(a, a, w)
-                exe = lo.compile(compiler_options=dict(opts)) if opts else lo.compile()
-                exe(a, a, w)
-                res.append(tm(lambda: exe(a, a, w)))
-            print(f"compute_on {name} opts={opts}: one stream {res[0]}, two streams {res[1]}")
-        except Exception as ex:
-            print(f"compute_on {name} opts={opts}: FAILED {str(ex).splitlines()[0][:160]}")

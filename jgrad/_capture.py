@@ -49,7 +49,7 @@ class Buffer:
         self.ndim = len(self.shape)
         self.size = int(np.prod(self.shape, dtype=np.int64))
         self._val = None
-        self.packed = None  # the Packed outputs of the last replay, until this buffer's value is read
+        self.packed = None  # the Packed this buffer is one of, when its graph packs it
         self.owner = owner
         self.index = index
         self.holders = []  # weakrefs of the tensors bound to this buffer
@@ -57,7 +57,7 @@ class Buffer:
     @property
     def value(self):
         """The array of the last replay (None before the first); packed outputs are split on first read."""
-        if self._val is None and self.packed is not None:
+        if self._val is None and self.packed is not None and self.packed.flats is not None:
             self.packed.unpack()
         return self._val
 
@@ -80,25 +80,41 @@ class Buffer:
 
 
 class Packed:
-    """One replay's packed outputs: a flat array per dtype, split into the buffers' values when first read.
+    """A graph's packed outputs: a flat array per dtype each replay, split into the buffers' values when read.
 
     Every output of an executable costs host time at each call (about 6 us on an H100, more than a small
     kernel), so outputs that are often never read between replays (gradients the captured optimizer already
-    used, activations) come back as one array per dtype.
+    used, activations) come back as one array per dtype. A replay whose previous outputs nobody read touches
+    none of the buffers: their tensors still hold the buffer, whose value is split from the newest flats.
     """
 
-    __slots__ = ("flats", "split", "buffers", "stream")
+    __slots__ = ("flats", "split", "buffers", "stream", "fresh")
 
-    def __init__(self, flats, split, buffers, stream):
-        self.flats, self.split, self.buffers, self.stream = flats, split, buffers, stream
+    def __init__(self, split, buffers):
+        self.flats, self.split, self.buffers, self.stream = None, split, buffers, None
+        self.fresh = True  # every tensor of the pack holds its buffer and no buffer holds a value
+        for b in buffers:
+            b.packed = self
+
+    def refill(self, flats, stream):
+        """Take a replay's flat arrays: the buffers' tensors read them (split) when first used."""
+        if not self.fresh or stream is not self.stream:
+            for b in self.buffers:
+                if b.packed is self:
+                    b._val = None
+                    for r in b.holders:
+                        t = r()
+                        if t is not None:
+                            t._data, t._stream = b, stream
+        self.flats, self.stream, self.fresh = flats, stream, True
 
     def unpack(self):
         values = self.split(self.flats)
-        self.flats = None
+        self.flats, self.fresh = None, False
         for b, v in zip(self.buffers, values):
             if b.packed is not self:
                 continue
-            b._val, b.packed = v, None
+            b._val = v
             for r in b.holders:  # later ops on these tensors take the array, not the buffer
                 t = r()
                 if t is not None and t._data is b:
@@ -439,12 +455,17 @@ def cache_clear() -> None:
 
 
 def _on_stream(fn, k, n_out):
-    """``fn`` annotated to run on XLA GPU stream ``k`` (compute_on's API differs across jax versions)."""
+    """``fn`` (whose own kernels' jits are inlined) annotated to run on XLA GPU stream ``k``.
+
+    compute_on's API differs across jax versions. The region must hold no further call: XLA (jaxlib
+    0.11.2) rejects a stream-annotated call that reaches its work through a nested call ("No
+    ExecutionStreamId found for call-start"), so the function transform gets ``fn`` itself.
+    """
     import inspect
     from jax.experimental.compute_on import compute_on
     params = inspect.signature(compute_on).parameters
-    if "out_memory_spaces" not in params:        # jax <= 0.10: a context manager / decorator
-        return compute_on(f"gpu_stream:{k}")(fn)
+    if "out_memory_spaces" not in params:        # jax <= 0.10: a context manager that annotates jit calls
+        return compute_on(f"gpu_stream:{k}")(jax.jit(fn))
     spaces = [jax.memory.Space.Device] * n_out   # newer jax: a function transform
     return compute_on(fn, compute_type=f"gpu_stream:{k}", out_memory_spaces=spaces)
 
@@ -481,13 +502,11 @@ def _region_runner(steps, stream_index, on_gpu):
 
         def body_fn(vals):
             env = dict(zip(needed, vals))
-            # Inline the kernels' own jits: XLA rejects a stream-annotated call that nests further calls
-            # ("No ExecutionStreamId found for call-start").
-            with jax.disable_jit():
+            with jax.disable_jit():  # the kernels' own jits inlined: see _on_stream
                 run_steps(env, group)
             return [env[p] for p in produced]
 
-        body = _on_stream(jax.jit(body_fn), k, len(produced))
+        body = _on_stream(body_fn, k, len(produced))
 
         def apply(env):
             for p, v in zip(produced, body([env[n] for n in needed])):

@@ -17,6 +17,7 @@ advances the random generators it drew from.
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 
 from weakref import ref as _weakref
@@ -172,15 +173,20 @@ def _aliasing_order(cap, outputs, donated, key_of):
 class _Plan:
     """What replay needs: the executable, where its inputs come from and where its outputs go."""
 
-    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name", "packed", "split")
+    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name", "packed", "split",
+                 "pack", "donated_tensors", "kept_tensors")
 
     def __init__(self, cap, compiled, donated, kept, outputs, gens, packed, split):
         self.cap, self.compiled = cap, compiled
         self.packed, self.split = packed, split
+        self.pack = _capture.Packed(split, packed) if packed else None
         # (kind, object) per argument: 0 a tensor's storage, 1 another graph's buffer, 2 a generator key.
         codes = {"tensor": 0, "buffer": 1, "rng": 2}
         self.donated = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in donated]
         self.kept = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in kept]
+        # When every argument is a tensor (the usual case), replay reads them in one pass.
+        self.donated_tensors = _all_tensors(self.donated)
+        self.kept_tensors = _all_tensors(self.kept)
         self.outputs, self.gens = outputs, gens
         self.span_name = f"replay {cap.graph_name}"
         # Scalars go to the device once (weak types kept), not at every replay.
@@ -188,7 +194,11 @@ class _Plan:
         where = cap.origin.device.jax_device
         self.consts = [c if isinstance(c, jax.Array) else jax.device_put(c, where) for c in cap.consts]
 
-    def _read(self, sources):
+    def _read(self, sources, tensors):
+        if tensors is not None:
+            out = list(map(_storage, tensors))
+            if _Buffer not in set(map(type, out)):
+                return out
         out = [obj._data if kind == 0 else (obj if kind == 1 else obj._key) for kind, obj in sources]
         for i, d in enumerate(out):
             if type(d) is _Buffer:
@@ -206,15 +216,16 @@ class _Plan:
             reads = [obj for kind, obj in self.cap.inputs if kind == "tensor"]
             writes = {id(t): t for b in self.outputs + self.packed for t in (r() for r in b.holders) if t is not None}
             _dispatch.check_access(reads, list(writes.values()), s, f"replay of {self.cap.graph_name}")
-        outs = self.compiled(self._read(self.donated), self._read(self.kept), self.consts)
+        outs = self.compiled(self._read(self.donated, self.donated_tensors), self._read(self.kept, self.kept_tensors),
+                             self.consts)
         for b, v in zip(self.outputs, outs):
-            b.value = v
-            _bind_holders(b, v, s)
-        if self.packed:
-            packed = _capture.Packed(outs[len(self.outputs):], self.split, self.packed, s)
-            for b in self.packed:
-                b._val, b.packed = None, packed
-                _bind_holders(b, b, s)  # the tensors read the buffer, which splits the pack when first read
+            b._val = v
+            for r in b.holders:
+                t = r()
+                if t is not None:
+                    t._data, t._stream = v, s
+        if self.pack is not None:
+            self.pack.refill(outs[len(self.outputs):], s)
         for gen, k in self.gens:
             gen._key = outs[k]
         if outs:  # one execution: its outputs are ready together, so the stream tracks one
@@ -223,13 +234,12 @@ class _Plan:
             _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
 
 
-def _bind_holders(b, data, s):
-    """Point the tensors bound to buffer ``b`` at ``data``, written on stream ``s``."""
-    for r in b.holders:
-        t = r()
-        if t is not None:
-            t._data = data
-            t._stream = s
+_storage = operator.attrgetter("_data")
+
+
+def _all_tensors(sources):
+    """The tensors of ``sources`` when every one is a tensor argument, else None."""
+    return [obj for _, obj in sources] if all(kind == 0 for kind, _ in sources) else None
 
 
 def _capturing_stream():

@@ -540,7 +540,7 @@ def test_captured_backward_on_a_device_with_its_own_engine_thread():
 def _packed(t):
     """Whether ``t`` still holds a packed replay output that nobody has read (see _capture.Packed)."""
     from jgrad._capture import Buffer
-    return type(t._data) is Buffer and t._data.packed is not None
+    return type(t._data) is Buffer and t._data.packed is not None and t._data._val is None
 
 
 def test_packed_outputs_are_split_only_when_read_and_equal_jax_grad():
