@@ -100,6 +100,12 @@ def _collect(obj, out):
     if data is not None and hasattr(data, "block_until_ready"):
         out.append(data)
         return
+    if data is not None and hasattr(data, "packed"):  # a graph's output: its value, or the packed arrays
+        if data._val is not None:
+            out.append(data._val)
+        elif data.packed is not None and data.packed.flats is not None:
+            out.extend(data.packed.flats)
+        return
     if hasattr(obj, "block_until_ready"):
         out.append(obj)
 

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 import jgrad as jg
+from benchmarks import common
 from jgrad import nn
 
 
@@ -123,7 +124,7 @@ def two_streams(dev, n=20, repeat=50):
         for _ in range(repeat):
             t0 = time.perf_counter()
             g.replay()
-            out._data.block_until_ready()
+            common.block(out)
             ts.append(time.perf_counter() - t0)
         results[split] = (statistics.median(ts), _np(out))
     a, b = _np(a0).astype(np.float64), _np(b0).astype(np.float64)

@@ -170,8 +170,11 @@ def child(n, repeat):
     model_e, opt_e, model_r, opt_r, x_r, y_r, *_ = capture._jg_setup(w, loss_mod)
     params_r = list(model_r.parameters())
     mine = _capture.gpu_compiler_options
-    for name, opts, pack in (("jgrad replay, XLA default options", None, True),
-                             ("jgrad replay, outputs not packed", mine, False), ("jgrad replay", mine, True)):
+    for name, opts, pack in (("jgrad replay, outputs not packed, XLA default options", None, False),
+                             ("jgrad replay, outputs not packed, min_graph_size=1", {"xla_gpu_graph_min_graph_size": 1},
+                              False),
+                             ("jgrad replay, min_graph_size=1", {"xla_gpu_graph_min_graph_size": 1}, True),
+                             ("jgrad replay", mine, True)):
         _capture.gpu_compiler_options = opts
         opt_r.zero_grad(set_to_none=True)
         g = jg.Graph()
