@@ -188,7 +188,7 @@ class Result:
     def as_dict(self):
         lo, hi = self.iqr
         return {"name": self.name, "median_s": self.median, "q1_s": lo, "q3_s": hi, "n": len(self.samples),
-                "note": self.note}
+                "note": self.note, "samples_s": self.samples}
 
 
 class Variant:
