@@ -336,6 +336,9 @@ def _oneshot_in_child(key, which, args):
     cmd += (["--quick"] if args.quick else []) + (["--tf32"] if args.tf32 else [])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # This process may already hold most of the GPU's memory (XLA preallocates 75%): the child allocates on
+    # demand, else instantiating its executable's CUDA graphs runs out of memory.
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     for line in proc.stdout.splitlines():
         if line.startswith("ONESHOT "):
