@@ -291,6 +291,31 @@ def test_side_stream_branch_and_rejoin_is_captured():
     np.testing.assert_array_equal(_np(d), np.full(4, 12.0))
 
 
+def test_side_stream_region_lowers_to_one_annotated_call_with_a_flat_body():
+    """On GPU a side-stream region becomes compute_on('gpu_stream:N'); XLA (jaxlib 0.11.2) only compiles
+    it when the annotated call reaches its work directly, not through a nested call. Checked on the
+    lowered module, which the CPU can produce."""
+    import re
+
+    import jax
+    import jax.numpy as jnp
+
+    from jgrad._capture import _on_stream
+
+    kernel = jax.jit(lambda a: jnp.tanh(a) * 2.0)  # an op's own cached jit, as in a captured trace
+
+    def region(a):
+        with jax.disable_jit():
+            return [kernel(kernel(a))]
+
+    text = jax.jit(lambda a: _on_stream(region, 1, 1)(a)[0] + 1.0).lower(jnp.ones(4)).as_text()
+    calls = re.findall(r"call @(\S+)\(.*_xla_stream_annotation = \"1\"", text)
+    assert len(calls) == 1, text
+    body = text[text.index(f"func.func private @{calls[0]}("):]
+    body = body[:body.index("\n  }")]
+    assert "call @" not in body and body.count("stablehlo.tanh") == 2, body
+
+
 def test_side_stream_not_rejoined_raises_and_recovers():
     g = jg.Graph()
     a = jg.ones(4)
@@ -572,6 +597,26 @@ def test_packed_outputs_are_split_only_when_read_and_equal_jax_grad():
     np.testing.assert_allclose(_np(out), _np(x) @ w0.T + b0, rtol=1e-5, atol=1e-6)
     g.replay()
     assert _packed(out)  # the next replay binds the tensors to its own pack
+
+
+def test_packed_outputs_read_the_latest_replay():
+    x = jg.zeros(3)
+    g = jg.Graph()
+    g._pack_outputs = True
+    with jg.graph(g):
+        y = x * 2 + 1
+        z = y * y
+    for v in (1.0, 2.0):                 # unread between replays: the tensors keep the buffer
+        x.fill_(v)
+        g.replay()
+    np.testing.assert_array_equal(_np(z), np.full(3, 25.0))
+    assert not _packed(y)                # the read split the whole pack
+    np.testing.assert_array_equal(_np(y), np.full(3, 5.0))
+    x.fill_(3.0)
+    g.replay()                           # read since the last replay: the tensors go back to the buffer
+    assert _packed(y) and _packed(z)
+    np.testing.assert_array_equal(_np(y), np.full(3, 7.0))
+    np.testing.assert_array_equal(_np(z), np.full(3, 49.0))
 
 
 def test_a_graph_reading_another_graphs_packed_output():
