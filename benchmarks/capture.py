@@ -212,12 +212,12 @@ def jg_capture(model, opt, loss_fn, x, y):
 
 
 # ---------------------------------------------------------------------------- jax
-def jax_step(w: Workload):
-    """A fresh ``jax.jit`` of the whole step (value_and_grad + SGD update), params and key donated."""
+def jax_loss_fn(w: Workload):
+    """The workload's loss as a jax function of (params, x, y, key)."""
     import jax
     import jax.numpy as jnp
 
-    layers, lr = w.layers, w.lr
+    layers = w.layers
 
     def loss_fn(params, x, y, key):
         h = x
@@ -232,6 +232,14 @@ def jax_step(w: Workload):
                 keep = jax.random.bernoulli(sub, 1.0 - l[1], h.shape)
                 h = jnp.where(keep, h / (1.0 - l[1]), 0.0)
         return jnp.mean((h - y) ** 2)
+    return loss_fn
+
+
+def jax_step(w: Workload):
+    """A fresh ``jax.jit`` of the whole step (value_and_grad + SGD update), params and key donated."""
+    import jax
+
+    loss_fn, lr = jax_loss_fn(w), w.lr
 
     def step(params, key, x, y):
         key, sub = jax.random.split(key)

@@ -63,34 +63,21 @@ def _dump_hlo(name, compiled):
 
 
 def _replay_segments(g, block, n):
-    """Median time per replay of each part of ``_Plan.run`` (a timed copy of it: keep the two in step)."""
-    from jgrad import graphs
+    """Median time per replay of each part of ``_Plan.run``: reading arguments, the executable, rebinding."""
     from jgrad.streams import _current_for
 
     plan = g._plan
     s = _current_for(plan.cap.origin.device)
-    seg = {"read inputs": [], "executable call": [], "bind outputs": [], "packed": [], "keys and pending": []}
+    seg = {"read inputs": [], "executable call": [], "bind outputs (incl. packed, keys)": []}
     for _ in range(n):
         t0 = time.perf_counter_ns()
-        args = (plan._read(plan.donated, plan.donated_tensors), plan._read(plan.kept, plan.kept_tensors), plan.consts)
+        args = plan._arguments()
         t1 = time.perf_counter_ns()
         outs = plan.compiled(*args)
         t2 = time.perf_counter_ns()
-        for b, v in zip(plan.outputs, outs):
-            b._val = v
-            for r in b.holders:
-                t = r()
-                if t is not None:
-                    t._data, t._stream = v, s
+        plan._bind(outs, s)
         t3 = time.perf_counter_ns()
-        if plan.pack is not None:
-            plan.pack.refill(outs[len(plan.outputs):], s)
-        t4 = time.perf_counter_ns()
-        for gen, k in plan.gens:
-            gen._key = outs[k]
-        s._pending.append(graphs._weakref(outs[-1]))
-        t5 = time.perf_counter_ns()
-        for name, a, b_ in zip(seg, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
+        for name, a, b_ in zip(seg, (t0, t1, t2), (t1, t2, t3)):
             seg[name].append((b_ - a) / 1e3)
     block(outs[-1])
     return {k: round(statistics.median(v), 2) for k, v in seg.items()}
@@ -143,14 +130,10 @@ def child(n, repeat):
         out[name] = _time(call, jax.block_until_ready, n, repeat)
 
     # the same math returning its gradients packed into one array (what jgrad's replay returns)
-    def mlp_loss(ps, x, y):  # the small workload: Linear and ReLU layers, no Dropout
-        h = x
-        for layer in w.layers:
-            h = h @ ps[layer[1]][0].T + ps[layer[1]][1] if layer[0] == "linear" else jax.nn.relu(h)
-        return jnp.mean((h - y) ** 2)
+    mlp_loss = capture.jax_loss_fn(w)
 
     def step_packed(ps, x, y):
-        l2, grads = jax.value_and_grad(mlp_loss)(ps, x, y)
+        l2, grads = jax.value_and_grad(mlp_loss)(ps, x, y, jax.random.PRNGKey(0))  # no Dropout: key unused
         p2 = jax.tree_util.tree_map(lambda p_, g_: p_ - w.lr * g_, ps, grads)
         return l2, p2, jnp.concatenate([g_.ravel() for g_ in jax.tree_util.tree_leaves(grads)])
     for name, opts in (("jax.jit, grads packed", None), ("jax.jit, grads packed, jgrad's compiler options",

@@ -61,11 +61,6 @@ class Buffer:
             self.packed.unpack()
         return self._val
 
-    @value.setter
-    def value(self, v):
-        self._val = v
-        self.packed = None
-
     def __repr__(self):
         return f"<captured buffer {list(self.shape)} {self.dtype} of {self.owner.graph_name}>"
 
@@ -100,20 +95,17 @@ class Packed:
         """Take a replay's flat arrays: the buffers' tensors read them (split) when first used."""
         if not self.fresh or stream is not self.stream:
             for b in self.buffers:
-                if b.packed is self:
-                    b._val = None
-                    for r in b.holders:
-                        t = r()
-                        if t is not None:
-                            t._data, t._stream = b, stream
+                b._val = None
+                for r in b.holders:
+                    t = r()
+                    if t is not None:
+                        t._data, t._stream = b, stream
         self.flats, self.stream, self.fresh = flats, stream, True
 
     def unpack(self):
         values = self.split(self.flats)
         self.flats, self.fresh = None, False
         for b, v in zip(self.buffers, values):
-            if b.packed is not self:
-                continue
             b._val = v
             for r in b.holders:  # later ops on these tensors take the array, not the buffer
                 t = r()
@@ -536,8 +528,8 @@ def compile_plan(cap, outputs, donated, packed=()):
     in_keys = tuple(_aval_key(a) for a in cap._input_arrays)
     key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
            tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
-           in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs), tuple(b.index for b in packed), tuple(donated),
-           str(dev), on_gpu, tuple(sorted((gpu_compiler_options or {}).items())) if on_gpu else ())
+           in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs),
+           tuple(b.index for b in packed), tuple(donated), str(dev), on_gpu, tuple(sorted((gpu_compiler_options or {}).items())) if on_gpu else ())
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:

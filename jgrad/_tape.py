@@ -21,9 +21,9 @@ from .autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accu
 
 def record(node, op, key, attrs, args, outs, dev, stream, inplace):
     """Fill in ``node``, the new OpNode of ``op``, and return the op's output tensors."""
-    edges, topo, in_avals, saved, has_saved = _scan_inputs(op, args, inplace, stream)
     pos = op.edge_args
-    if pos is not None:
+    edges, topo, in_avals, saved, has_saved = _scan_inputs(op, args, inplace, stream, pos is None)
+    if pos is not None:  # only these inputs get an edge
         pos = tuple(i for i in pos if i < len(args))
         edges, topo = _edges([args[i] for i in pos])
     node.next_edges = edges
@@ -41,8 +41,9 @@ def record(node, op, key, attrs, args, outs, dev, stream, inplace):
     return results
 
 
-def _scan_inputs(op, args, inplace, stream):
-    """One pass over the inputs: edges, topological_nr, in_avals, saved inputs, whether a tensor was saved."""
+def _scan_inputs(op, args, inplace, stream, with_edges):
+    """One pass over the inputs: edges (when ``with_edges``), topological_nr, in_avals, saved inputs, whether a
+    tensor was saved."""
     edges, in_avals = [], []
     topo = 0
     save = op.save
@@ -51,7 +52,8 @@ def _scan_inputs(op, args, inplace, stream):
     has_saved = False
     for i, a in enumerate(args):
         if not isinstance(a, Tensor):
-            edges.append(None)
+            if with_edges:
+                edges.append(None)
             in_avals.append(None)
             if saved is not None:
                 saved.append(a if save_all or i in save else None)
@@ -59,16 +61,17 @@ def _scan_inputs(op, args, inplace, stream):
         d = a._data
         info = _AVAL_INFO.get(getattr(d, "aval", None))
         in_avals.append(info[0] if info is not None else _shape_dtype(a))
-        fn = a._grad_fn
-        if fn is not None:
-            edges.append((fn, a._output_nr))
-            if fn.topological_nr >= topo:
-                topo = fn.topological_nr + 1
-        elif a._req:
-            edges.append((grad_accumulator(a), 0))
-            topo = topo or 1  # AccumulateGrad's topological_nr is 0
-        else:
-            edges.append(None)
+        if with_edges:
+            fn = a._grad_fn
+            if fn is not None:
+                edges.append((fn, a._output_nr))
+                if fn.topological_nr >= topo:
+                    topo = fn.topological_nr + 1
+            elif a._req:
+                edges.append((grad_accumulator(a), 0))
+                topo = topo or 1  # AccumulateGrad's topological_nr is 0
+            else:
+                edges.append(None)
         if saved is not None:
             if save_all or i in save:
                 saved.append(SavedVariable(a, False, a is inplace))

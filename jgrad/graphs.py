@@ -173,12 +173,11 @@ def _aliasing_order(cap, outputs, donated, key_of):
 class _Plan:
     """What replay needs: the executable, where its inputs come from and where its outputs go."""
 
-    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name", "packed", "split",
-                 "pack", "donated_tensors", "kept_tensors")
+    __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name", "packed", "pack",
+                 "donated_tensors", "kept_tensors")
 
     def __init__(self, cap, compiled, donated, kept, outputs, gens, packed, split):
-        self.cap, self.compiled = cap, compiled
-        self.packed, self.split = packed, split
+        self.cap, self.compiled, self.packed = cap, compiled, packed
         self.pack = _capture.Packed(split, packed) if packed else None
         # (kind, object) per argument: 0 a tensor's storage, 1 another graph's buffer, 2 a generator key.
         codes = {"tensor": 0, "buffer": 1, "rng": 2}
@@ -216,8 +215,17 @@ class _Plan:
             reads = [obj for kind, obj in self.cap.inputs if kind == "tensor"]
             writes = {id(t): t for b in self.outputs + self.packed for t in (r() for r in b.holders) if t is not None}
             _dispatch.check_access(reads, list(writes.values()), s, f"replay of {self.cap.graph_name}")
-        outs = self.compiled(self._read(self.donated, self.donated_tensors), self._read(self.kept, self.kept_tensors),
-                             self.consts)
+        outs = self.compiled(*self._arguments())
+        self._bind(outs, s)
+        if _profiler._active:
+            _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
+
+    def _arguments(self):
+        """The executable's arguments: (donated values, kept values, constants)."""
+        return self._read(self.donated, self.donated_tensors), self._read(self.kept, self.kept_tensors), self.consts
+
+    def _bind(self, outs, s):
+        """Rebind the captured outputs' tensors, the packed outputs and the generators to one call's results."""
         for b, v in zip(self.outputs, outs):
             b._val = v
             for r in b.holders:
@@ -230,8 +238,6 @@ class _Plan:
             gen._key = outs[k]
         if outs:  # one execution: its outputs are ready together, so the stream tracks one
             s._pending.append(_weakref(outs[-1]))
-        if _profiler._active:
-            _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
 
 
 _storage = operator.attrgetter("_data")
