@@ -70,6 +70,9 @@ class Buffer:
         if self.owner.abandoned:
             return RuntimeError(f"{what} ({shape}) was created during a graph capture that was abandoned "
                                 f"({self.owner.abandoned}); it never gets a value. Recreate it outside the capture.")
+        if self.owner.failed_replay:
+            return RuntimeError(f"{what} ({shape}) has no value: the last replay of {self.owner.graph_name} failed "
+                                f"({self.owner.failed_replay}). Fix the cause and replay() again.")
         return RuntimeError(f"{what} ({shape}) was created during the capture of {self.owner.graph_name} and has "
                             "no value until that graph is replayed: call replay() first, then read it.")
 
@@ -112,7 +115,7 @@ class Packed:
                 if t is not None and t._data is b:
                     t._data = v
         if values:
-            self.stream._pending.append(weakref.ref(values[-1]))
+            self.stream._issued(values[-1:])
 
 
 def packable(b):
@@ -192,6 +195,7 @@ class Capture:
         self.lock = threading.RLock()
         self.active = True
         self.abandoned = None           # why, once abandoned
+        self.failed_replay = None       # the error of its graph's last replay, when that failed
 
     # ---- recording ------------------------------------------------------------
     def record(self, fn, args, stream, tensors=()):

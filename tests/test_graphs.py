@@ -619,6 +619,90 @@ def test_packed_outputs_read_the_latest_replay():
     np.testing.assert_array_equal(_np(z), np.full(3, 49.0))
 
 
+def test_a_replay_loop_keeps_the_streams_work_list_bounded():
+    # Each replay (and each read of a packed output) tells the stream about its work; a long loop of
+    # replays and reads with no eager op in between must not grow that list without end.
+    x = jg.zeros(3)
+    for pack in (False, True):
+        g = jg.Graph()
+        g._pack_outputs = pack
+        with jg.graph(g):
+            y = x * 2 + 1
+        s = jg.current_stream()
+        for _ in range(3000):
+            g.replay()
+            if pack:
+                y._data.packed.unpack()  # what the first read of a packed output does
+        assert len(s._pending) <= 2100, (pack, len(s._pending))
+        np.testing.assert_array_equal(_np(y), np.ones(3))
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_replay_releases_the_previous_outputs_before_the_executable_runs(pack):
+    # XLA re-records its CUDA graphs when an output lands at a new address; an output still alive while
+    # the next call allocates always does. The previous outputs must be gone by the time the call runs.
+    import weakref
+
+    x = jg.zeros(3)
+    g = jg.Graph()
+    g._pack_outputs = pack
+    with jg.graph(g):
+        y = x * 2 + 1
+        loss = (y * y).sum()
+    plan = g._plan
+    g.replay()
+    previous = [weakref.ref(plan.pack.flats[0])] if pack else [weakref.ref(y._data)]
+    previous.append(weakref.ref(loss._data))
+    executable, alive_at_call = plan.compiled, []
+
+    def watching(*args):
+        alive_at_call.append([r() is not None for r in previous])
+        return executable(*args)
+
+    plan.compiled = watching
+    x.fill_(2.0)
+    g.replay()
+    assert alive_at_call == [[False, False]]
+    np.testing.assert_array_equal(_np(y), np.full(3, 5.0))
+    assert float(loss) == 75.0
+
+
+def test_an_alias_of_an_output_kept_by_the_user_survives_the_next_replay():
+    x = jg.zeros(3)
+    g = jg.Graph()
+    with jg.graph(g):
+        y = x + 1
+    g.replay()
+    kept = y.detach()
+    x.fill_(5.0)
+    g.replay()
+    np.testing.assert_array_equal(_np(kept), np.ones(3))
+    np.testing.assert_array_equal(_np(y), np.full(3, 6.0))
+
+
+def test_a_failed_replay_says_so_when_its_outputs_are_read_and_the_next_replay_works():
+    x = jg.zeros(3)
+    g = jg.Graph()
+    with jg.graph(g):
+        y = x + 1
+    g.replay()
+    plan = g._plan
+    executable = plan.compiled
+
+    def failing(*args):
+        raise RuntimeError("RESOURCE_EXHAUSTED: out of memory (simulated)")
+
+    plan.compiled = failing
+    with pytest.raises(RuntimeError, match="simulated"):
+        g.replay()
+    with pytest.raises(RuntimeError, match=r"last replay of Graph \d+ failed .*simulated.*replay\(\) again"):
+        _np(y)
+    plan.compiled = executable
+    x.fill_(1.0)
+    g.replay()
+    np.testing.assert_array_equal(_np(y), np.full(3, 2.0))
+
+
 def test_a_graph_reading_another_graphs_packed_output():
     g1, g2 = jg.Graph(), jg.Graph()
     g1._pack_outputs = True
