@@ -316,6 +316,18 @@ def test_side_stream_region_lowers_to_one_annotated_call_with_a_flat_body():
     assert "call @" not in body and body.count("stablehlo.tanh") == 2, body
 
 
+def test_only_captures_with_side_stream_regions_compile_with_concurrent_command_buffers():
+    # XLA serializes a CUDA graph's kernels by default: a region on another stream would not overlap.
+    from jgrad import _capture
+
+    assert _capture.compiler_options(on_gpu=False, side_stream_regions=True) is None
+    one = _capture.compiler_options(on_gpu=True, side_stream_regions=False) or {}
+    two = _capture.compiler_options(on_gpu=True, side_stream_regions=True)
+    assert two["xla_gpu_command_buffer_scheduling_mode"] == "CONCURRENT"
+    assert "xla_gpu_command_buffer_scheduling_mode" not in one
+    assert one.items() <= two.items()
+
+
 def test_side_stream_not_rejoined_raises_and_recovers():
     g = jg.Graph()
     a = jg.ones(4)
