@@ -611,6 +611,24 @@ def test_packed_outputs_are_split_only_when_read_and_equal_jax_grad():
     assert _packed(out)  # the next replay binds the tensors to its own pack
 
 
+def test_only_small_outputs_come_back_packed():
+    # Packing copies an output on the device; for a large one that costs more than the output saves.
+    from jgrad import _capture
+
+    x = jg.ones(4)
+    g = jg.Graph()
+    g._pack_outputs = True
+    n = _capture.pack_max_bytes // 4
+    with jg.graph(g):
+        small = x * 2
+        large = jg.ones(n + 1) * 3
+        edge = jg.ones(n) * 4
+    assert _packed(small) and _packed(edge) and not _packed(large)
+    g.replay()
+    assert float(large.sum()) == 3.0 * (n + 1) and float(edge.sum()) == 4.0 * n
+    np.testing.assert_array_equal(_np(small), np.full(4, 2.0))
+
+
 def test_packed_outputs_read_the_latest_replay():
     x = jg.zeros(3)
     g = jg.Graph()
