@@ -135,6 +135,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--device", default="gpu")
+    p.add_argument("--tf32", action="store_true", help="TF32 matmuls (as benchmarks.capture --tf32)")
     p.add_argument("--updates-log", metavar="FILE", default=None,
                    help="rerun with XLA's command-buffer log into FILE and count the updates per phase")
     a = p.parse_args(argv)
@@ -142,14 +143,14 @@ def main(argv=None):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="command_buffer_thunk=3")
         with open(a.updates_log, "w") as err:
             subprocess.run([sys.executable, "-m", "benchmarks.gpu_replay_context", "--repeat", str(a.repeat),
-                            "--device", a.device], env=env, stderr=err, stdout=subprocess.DEVNULL)
+                            "--device", a.device] + (["--tf32"] if a.tf32 else []), env=env, stderr=err, stdout=subprocess.DEVNULL)
         summarize_updates(a.updates_log)
         return 0
     capture._quiet_donation()
     jdev, tdev = common.setup_device(a.device)
     env = common.environment(jdev, tdev)
     common.print_header("small-MLP replay in company (issue 5)", env)
-    capture.set_precision(False, tdev)
+    capture.set_precision(a.tf32, tdev)
     capture._process_warmup()
     variants, host, jg = _build(tdev)
     rv = variants["replay"]

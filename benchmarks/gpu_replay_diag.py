@@ -1,6 +1,6 @@
 """Where a small-MLP step's time goes on a GPU: host issue vs device, jax.jit vs jgrad replay, per XLA flags.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_diag [--flags "--xla_gpu_enable_command_buffer=" ...]
+    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_diag [--flags "--xla_gpu_enable_command_buffer=" ...] [--tf32]
 
 For each XLA_FLAGS variant (each in a fresh process: XLA reads the flags once) and for both the
 ``jax.jit`` whole step and the jgrad captured step, prints:
@@ -68,10 +68,11 @@ def _replay_segments(g, block, n):
 
     plan = g._plan
     s = _current_for(plan.cap.origin.device)
-    seg = {"read inputs": [], "executable call": [], "bind outputs (incl. packed, keys)": []}
+    seg = {"read inputs, release outputs": [], "executable call": [], "bind outputs (incl. packed, keys)": []}
     for _ in range(n):
         t0 = time.perf_counter_ns()
         args = plan._arguments()
+        plan._release()  # as run() does: without it every call re-records XLA's CUDA graphs
         t1 = time.perf_counter_ns()
         outs = plan.compiled(*args)
         t2 = time.perf_counter_ns()
@@ -94,7 +95,7 @@ def child(n, repeat):
     import jgrad as jg
     from jgrad import nn
 
-    capture.set_precision(False, "cuda")
+    capture.set_precision(os.environ.get("DIAG_TF32") == "1", "cuda")
     w = capture.small_workload()
     out = {"flags": os.environ.get("XLA_FLAGS", "")}
 
@@ -205,13 +206,14 @@ def main(argv=None):
     p.add_argument("--flags", action="append", default=None, help="an XLA_FLAGS variant (repeatable)")
     p.add_argument("-n", type=int, default=200)
     p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--tf32", action="store_true", help="TF32 matmuls (as benchmarks.capture --tf32); default full float32")
     p.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._child:
         child(a.n, a.repeat)
         return 0
     for flags in a.flags or DEFAULT_VARIANTS:  # pass as --flags=VALUE
-        env = dict(os.environ, XLA_FLAGS=flags)
+        env = dict(os.environ, XLA_FLAGS=flags, DIAG_TF32="1" if a.tf32 else "0")
         r = subprocess.run([sys.executable, "-m", "benchmarks.gpu_replay_diag", "--_child", "-n", str(a.n),
                             "--repeat", str(a.repeat)], env=env, capture_output=True, text=True)
         line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
