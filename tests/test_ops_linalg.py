@@ -187,7 +187,8 @@ def test_precision_default_and_set_get(restore_precision):
     assert jg.get_float32_matmul_precision() == "highest"
 
 
-@pytest.mark.parametrize("mode,expect", [("highest", "[HIGHEST, HIGHEST]"), ("high", "[DEFAULT, DEFAULT]")])
+@pytest.mark.parametrize("mode,expect", [("highest", "[HIGHEST, HIGHEST]"), ("high", "[HIGH, HIGH]"),
+                                         ("medium", "[DEFAULT, DEFAULT]")])
 def test_compiled_kernels_honour_precision(mode, expect, restore_precision):
     jg.set_float32_matmul_precision(mode)
     a = jnp.ones((2, 3), jnp.float32)
@@ -203,6 +204,17 @@ def test_compiled_kernels_honour_precision(mode, expect, restore_precision):
     assert set(_dot_precisions(linalg.EINSUM.kernel(key, {"equation": "ij,jk->ik"}), a, b)) == {expect}
 
 
+@pytest.mark.parametrize("mode,jax_name", [("highest", "float32"), ("high", "tensorfloat32")])
+def test_precision_matches_jaxs_setting_of_the_same_name(mode, jax_name, restore_precision):
+    # A benchmark against jax.jit "at the same precision" sets jax's default_matmul_precision by name.
+    jg.set_float32_matmul_precision(mode)
+    a = jnp.ones((2, 3), jnp.float32)
+    b = jnp.ones((3, 4), jnp.float32)
+    with jax.default_matmul_precision(jax_name):
+        theirs = _dot_precisions(jax.jit(lambda x, y: x @ y), a, b)
+    assert _dot_precisions(linalg.MATMUL_OPS[(2, 2)].kernel((), {}), a, b) == theirs
+
+
 def test_eager_matmul_runs_the_kernel_of_the_current_precision(restore_precision):
     """After a precision change, the op's cached kernels are rebuilt (what eager calls then run)."""
     x = jg.ones(2, 3, requires_grad=True)
@@ -216,4 +228,4 @@ def test_eager_matmul_runs_the_kernel_of_the_current_precision(restore_precision
     (y @ jg.ones(3, 4)).sum().backward()
     assert y.grad.tolist() == [[4.0] * 3] * 2
     (kernel,) = mm._kernels.values()
-    assert _dot_precisions(kernel, a, b) == ["[DEFAULT, DEFAULT]"]
+    assert _dot_precisions(kernel, a, b) == ["[HIGH, HIGH]"]

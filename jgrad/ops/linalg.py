@@ -8,7 +8,7 @@ from .._dispatch import Op, call, clear_kernel_caches
 from .._tensor import Tensor
 from ._registry import broadcast_shapes, scalar_type_name, tensor_method
 
-_PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.DEFAULT,
+_PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.HIGH,
                "medium": jax.lax.Precision.DEFAULT}
 _precision = ["highest"]
 
