@@ -20,7 +20,6 @@ import itertools
 import operator
 import time
 
-
 from . import _capture, _dispatch, profiler as _profiler
 from ._capture import Buffer as _Buffer
 from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
@@ -235,7 +234,7 @@ class _Plan:
         """Drop the previous replay's new outputs before the next call.
 
         XLA re-records an executable's CUDA graphs whenever one of its buffers comes at another device
-        address than in the previous call (70-90 us for the small MLP on an H100, more than half a
+        address than in the previous call (66-95 us for the small MLP on an H100, more than half a
         replay). An output still held while the next call allocates lands elsewhere, so the addresses
         alternate and every replay paid that update. Released first, the memory is reused in place.
         A value somebody else still holds (say a detached alias) stays valid; that call just pays the update.
