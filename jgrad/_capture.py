@@ -13,6 +13,7 @@ first replay, as memory would; their arrays are donated to the executable.
 """
 from __future__ import annotations
 
+import operator
 import threading
 import time
 import warnings
@@ -118,10 +119,61 @@ class Packed:
             self.stream._issued(values[-1:])
 
 
+class PackedState(Packed):
+    """Tensors a graph writes in place (parameters, optimizer state) that travel as one flat array per dtype.
+
+    The flat a replay returns is donated to the next replay as it is, as long as every one of the tensors
+    still holds its buffer (nobody read or rebound it since); a read splits it as for ``Packed``, and the
+    next replay then concatenates the tensors' current values afresh (one small executable). A small MLP's
+    16 parameters as one argument and one output instead of 16 of each: see ``Graph._pack_outputs``.
+    """
+
+    __slots__ = ("tensors",)
+
+    def __init__(self, split, buffers, tensors):
+        super().__init__(split, buffers)
+        self.tensors = tensors
+
+    def argument(self):
+        """The flat arrays to donate to the next call (this pack lets go of them)."""
+        flats = self.flats
+        if flats is None or any(t._data is not b for t, b in zip(self.tensors, self.buffers)):
+            values = [t._value for t in self.tensors]  # a read: may split this pack (or another graph's)
+            flats = _concat_groups(values, [b.dtype for b in self.buffers])
+            self.fresh = False  # the next refill rebinds every tensor, including any rebound meanwhile
+        self.flats = None
+        return flats
+
+    def restore(self, flats):
+        """Take back the flats of a call that failed before running (they were not donated)."""
+        if self.flats is None and not any(f.is_deleted() for f in flats):
+            self.flats = flats
+
+
+@jax.jit
+def _concat_flat(values):
+    return jax.numpy.concatenate([v.ravel() for v in values])
+
+
+def _concat_groups(values, dtypes):
+    """One flat array per run of equal dtypes (the state's buffers are sorted by dtype)."""
+    flats, start = [], 0
+    for k in range(1, len(values) + 1):
+        if k == len(values) or dtypes[k] != dtypes[start]:
+            flats.append(_concat_flat(values[start:k]))
+            start = k
+    return flats
+
+
 #: Largest output (bytes) that comes back packed. Packing copies the output into the flat array on the
 #: device, saving the ~5 us of host time a separate output costs; above ~1 MiB the copy costs more GPU
 #: time than that (the seed MLP's 32 MiB weight gradient: ~30 us per replay on an H100).
 pack_max_bytes = 1 << 20
+
+
+#: Whether tensors a packing graph writes in place (parameters, optimizer state) travel as flat arrays
+#: (``PackedState``); the same size rule as outputs. Off: one argument and one output per tensor.
+pack_state = True
 
 
 def packable(b):
@@ -540,11 +592,14 @@ def _region_runner(steps, stream_index, on_gpu):
     return run_all
 
 
-def compile_plan(cap, outputs, donated, packed=()):
-    """The cached (executable, donated, kept, split) for this capture.
+def compile_plan(cap, outputs, donated, packed=(), state=()):
+    """The cached (executable, donated, kept, split, state_split) for this capture.
 
-    The executable returns ``outputs`` one by one, then ``packed`` (grouped by dtype, in order) as one flat
-    array per dtype; ``split`` turns those back into the packed buffers' values (None when nothing is packed).
+    ``state`` is a list of (donated input index, its update buffer), sorted by dtype: those inputs arrive as
+    one flat array per dtype and their updates leave the same way, first. The executable takes
+    (state flats, other donated values, kept values, constants) and returns the state flats, ``outputs`` one
+    by one, then ``packed`` (grouped by dtype, in order) as one flat array per dtype; ``split`` and
+    ``state_split`` turn flats back into the buffers' values (None when nothing is packed).
     """
     steps = tuple((fn, treedef, refs, outs, st) for fn, treedef, refs, outs, st in cap.steps)
     stream_index = {}
@@ -556,7 +611,7 @@ def compile_plan(cap, outputs, donated, packed=()):
     key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
            tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
            in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs),
-           tuple(b.index for b in packed), tuple(donated), str(dev), on_gpu,
+           tuple(b.index for b in packed), tuple((i, b.index) for i, b in state), tuple(donated), str(dev), on_gpu,
            tuple(sorted((compiler_options(on_gpu, len(stream_index) > 1) or {}).items())))
     with _cache_lock:
         hit = _cache.get(key)
@@ -565,17 +620,20 @@ def compile_plan(cap, outputs, donated, packed=()):
             return hit
     n_in = len(cap.inputs)
     kept = [i for i in range(n_in) if i not in set(donated)]
+    in_state = {i for i, _ in state}
+    donated = [i for i in donated if i not in in_state]
     out_idx = [b.index for b in outputs]
     groups = _dtype_groups(packed)
+    state_groups = _dtype_groups(state, dtype=lambda ib: ib[1].dtype)
     try:
-        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups)
+        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, state_groups)
     except Exception as e:  # noqa: BLE001 - stream annotations are an optimisation: fall back, loudly
         if not (on_gpu and len(stream_index) > 1):
             raise
         warnings.warn(f"Compiling the side-stream regions of {cap.graph_name} (compute_on regions, concurrent "
                       f"command-buffer scheduling) failed ({type(e).__name__}: {e}); they run inlined on one "
                       "stream instead.", RuntimeWarning)
-        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx, groups)
+        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx, groups, state_groups)
     with _cache_lock:
         _stats.misses += 1
         _stats.compile_seconds += dt
@@ -583,14 +641,14 @@ def compile_plan(cap, outputs, donated, packed=()):
     return entry
 
 
-def _dtype_groups(packed):
-    """[[buffer, ...] per dtype], in order: the packed buffers must arrive sorted by dtype."""
+def _dtype_groups(items, dtype=operator.attrgetter("dtype")):
+    """[[item, ...] per dtype], in order: the items must arrive sorted by dtype."""
     groups = []
-    for b in packed:
-        if groups and groups[-1][0].dtype == b.dtype:
-            groups[-1].append(b)
+    for x in items:
+        if groups and dtype(groups[-1][0]) == dtype(x):
+            groups[-1].append(x)
         else:
-            groups.append([b])
+            groups.append([x])
     return groups
 
 
@@ -608,12 +666,18 @@ def _splitter(groups, sharding):
     return jax.jit(split).lower(specs).compile()
 
 
-def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups):
+def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, state_groups):
     runner = _region_runner(steps, stream_index, on_gpu)
     packed_idx = [[b.index for b in g] for g in groups]
+    state_idx = [[b.index for _, b in g] for g in state_groups]
 
-    def run(donated_vals, kept_vals, consts):
+    def run(state_flats, donated_vals, kept_vals, consts):
         env = {}
+        for flat, group in zip(state_flats, state_groups):
+            at = 0
+            for i, b in group:
+                env[("i", i)] = jax.lax.slice(flat, (at,), (at + b.size,)).reshape(b.shape)
+                at += b.size
         for i, v in zip(donated, donated_vals):
             env[("i", i)] = v
         for i, v in zip(kept, kept_vals):
@@ -621,8 +685,9 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups):
         for i, v in enumerate(consts):
             env[("c", i)] = v
         runner(env)
-        flats = [jax.numpy.concatenate([env[("b", i)].ravel() for i in g]) for g in packed_idx]
-        return [env[("b", i)] for i in out_idx] + flats
+        def flat(g):
+            return jax.numpy.concatenate([env[("b", i)].ravel() for i in g])
+        return [flat(g) for g in state_idx] + [env[("b", i)] for i in out_idx] + [flat(g) for g in packed_idx]
 
     arrays = cap._input_arrays
     # Every argument lives on the capture's device (jax's default device may be another one).
@@ -635,9 +700,13 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups):
     t0 = time.perf_counter()
     with warnings.catch_warnings(), _Progress(f"compiling the capture of {cap.graph_name} ({len(steps)} kernels)"):
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
-        lowered = jax.jit(run, donate_argnums=(0,)).lower(
-            [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept], [spec(c) for c in cap.consts])
+        state_specs = [jax.ShapeDtypeStruct((sum(b.size for _, b in g),), g[0][1].dtype, sharding=sharding)
+                       for g in state_groups]
+        lowered = jax.jit(run, donate_argnums=(0, 1)).lower(
+            state_specs, [spec(arrays[i]) for i in donated], [spec(arrays[i]) for i in kept],
+            [spec(c) for c in cap.consts])
         options = compiler_options(cap.origin.device.type != "cpu", on_gpu and len(stream_index) > 1)
         compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
         split = _splitter(groups, sharding) if groups else None
-    return (compiled, tuple(donated), tuple(kept), split), time.perf_counter() - t0
+        state_split = _splitter([[b for _, b in g] for g in state_groups], sharding) if state_groups else None
+    return (compiled, tuple(donated), tuple(kept), split, state_split), time.perf_counter() - t0

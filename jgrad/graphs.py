@@ -115,14 +115,21 @@ class Graph:
                    if (kind == "tensor" and id(obj) in written) or kind == "rng"]
         first, rest = _aliasing_order(cap, outputs, donated, dict(zip(map(id, gens), key_outs)))
         pack = self._pack_outputs if self._pack_outputs is not None else cap.origin.device.type != "cpu"
+        state = [(i, b) for i, b in first if pack and _capture.pack_state and _state_packable(cap, i, b)]
+        state.sort(key=lambda ib: ib[1].dtype.str)  # grouped by dtype (a stable sort keeps the order)
+        in_state = {id(b) for _, b in state}
+        first = [b for _, b in first if id(b) not in in_state]
         packed = [b for b in rest if pack and _capture.packable(b)]
-        packed.sort(key=lambda b: b.dtype.str)  # grouped by dtype (a stable sort keeps the capture's order)
+        packed.sort(key=lambda b: b.dtype.str)
         in_pack = {id(b) for b in packed}
         outputs = first + [b for b in rest if id(b) not in in_pack]
-        compiled, donated, kept, split = _capture.compile_plan(cap, outputs, donated, packed)
-        pos = {id(b): i for i, b in enumerate(outputs)}
+        compiled, donated, kept, split, state_split = _capture.compile_plan(cap, outputs, donated, packed, state)
+        n_state = len(_capture._dtype_groups([b for _, b in state]))
+        pos = {id(b): n_state + i for i, b in enumerate(outputs)}
+        state_pack = _capture.PackedState(state_split, [b for _, b in state], [cap.inputs[i][1] for i, _ in state]) \
+            if state else None
         self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)],
-                           packed, split, len(first))
+                           packed, split, len(first), state_pack)
 
     def replay(self) -> None:
         """Run the captured work once, on the current stream."""
@@ -151,8 +158,16 @@ class Graph:
         self._cap = None
 
 
+def _state_packable(cap, i, b):
+    """Whether donated input ``i``, updated to ``b``, may travel in the graph's flat state arrays."""
+    kind, t = cap.inputs[i]
+    a = cap._input_arrays[i]
+    return kind == "tensor" and _capture.packable(b) and tuple(a.shape) == b.shape and a.dtype == b.dtype
+
+
 def _aliasing_order(cap, outputs, donated, key_of):
-    """``outputs`` split in two: each donated input's new value, in the donated inputs' order, and the rest.
+    """``outputs`` split in two: (input index, new value) of each donated input, in the donated inputs' order,
+    and the rest.
 
     jax pairs a donated argument with the first not-yet-paired output of the same shape and dtype. If a
     parameter's buffer went to, say, another layer's gradient, XLA would have to copy the parameter at entry
@@ -164,7 +179,7 @@ def _aliasing_order(cap, outputs, donated, key_of):
         kind, obj = cap.inputs[i]
         b = cap.final.get(id(obj)) if kind == "tensor" else key_of.get(id(obj))
         if b is not None and id(b) in present:
-            first.setdefault(id(b), b)
+            first.setdefault(id(b), (i, b))
     return list(first.values()), [b for b in outputs if id(b) not in first]
 
 
@@ -172,12 +187,14 @@ class _Plan:
     """What replay needs: the executable, where its inputs come from and where its outputs go."""
 
     __slots__ = ("cap", "compiled", "donated", "kept", "outputs", "gens", "consts", "span_name", "packed", "pack",
-                 "donated_tensors", "kept_tensors", "new_outputs")
+                 "donated_tensors", "kept_tensors", "new_outputs", "state", "n_state")
 
-    def __init__(self, cap, compiled, donated, kept, outputs, gens, packed, split, n_updates):
+    def __init__(self, cap, compiled, donated, kept, outputs, gens, packed, split, n_updates, state=None):
         self.cap, self.compiled, self.packed = cap, compiled, packed
         self.new_outputs = outputs[n_updates:]  # not in-place updates of donated inputs: fresh arrays each call
         self.pack = _capture.Packed(split, packed) if packed else None
+        self.state = state  # in-place-updated tensors travelling as flat arrays (_capture.PackedState)
+        self.n_state = len(_capture._dtype_groups(state.buffers)) if state is not None else 0
         # (kind, object) per argument: 0 a tensor's storage, 1 another graph's buffer, 2 a generator key.
         codes = {"tensor": 0, "buffer": 1, "rng": 2}
         self.donated = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in donated]
@@ -212,7 +229,9 @@ class _Plan:
         t0 = time.perf_counter_ns()
         if _dispatch._sanitizing[0]:  # the replay reads its inputs and writes every output on s
             reads = [obj for kind, obj in self.cap.inputs if kind == "tensor"]
-            writes = {id(t): t for b in self.outputs + self.packed for t in (r() for r in b.holders) if t is not None}
+            state = self.state.buffers if self.state is not None else []
+            writes = {id(t): t for b in self.outputs + self.packed + state for t in (r() for r in b.holders)
+                      if t is not None}
             _dispatch.check_access(reads, list(writes.values()), s, f"replay of {self.cap.graph_name}")
         args = self._arguments()
         self._release()
@@ -220,6 +239,8 @@ class _Plan:
             outs = self.compiled(*args)
         except BaseException as e:
             self.cap.failed_replay = f"{type(e).__name__}: {e}"
+            if self.state is not None:  # not run (a bad argument, say): the state is not lost
+                self.state.restore(args[0])
             raise
         self.cap.failed_replay = None
         self._bind(outs, s)
@@ -227,8 +248,9 @@ class _Plan:
             _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
 
     def _arguments(self):
-        """The executable's arguments: (donated values, kept values, constants)."""
-        return self._read(self.donated, self.donated_tensors), self._read(self.kept, self.kept_tensors), self.consts
+        """The executable's arguments: (state flats, other donated values, kept values, constants)."""
+        return (self.state.argument() if self.state is not None else [],
+                self._read(self.donated, self.donated_tensors), self._read(self.kept, self.kept_tensors), self.consts)
 
     def _release(self):
         """Drop the previous replay's new outputs before the next call.
@@ -250,14 +272,17 @@ class _Plan:
 
     def _bind(self, outs, s):
         """Rebind the captured outputs' tensors, the packed outputs and the generators to one call's results."""
-        for b, v in zip(self.outputs, outs):
+        n = self.n_state
+        if n:
+            self.state.refill(outs[:n], s)
+        for b, v in zip(self.outputs, outs[n:] if n else outs):
             b._val = v
             for r in b.holders:
                 t = r()
                 if t is not None:
                     t._data, t._stream = v, s
         if self.pack is not None:
-            self.pack.refill(outs[len(self.outputs):], s)
+            self.pack.refill(outs[n + len(self.outputs):], s)
         for gen, k in self.gens:
             gen._key = outs[k]
         if outs:  # one execution: its outputs are ready together, so the stream tracks one

@@ -66,10 +66,11 @@ def _mlp(seed, dropout=0.0):
     return nn.Sequential(*layers)
 
 
-def _eager_and_replayed(make, dev=None, stream=None, steps=10, seed=7):
+def _eager_and_replayed(make, dev=None, stream=None, steps=10, seed=7, pack=None):
     """Train ``make()``'s (model, optimizer) eagerly and by replaying a captured step, same data and seed.
 
-    Returns the parameters of both runs and the captured loss tensor.
+    Returns the parameters of both runs and the captured loss tensor. ``pack=True`` packs the graph's
+    outputs and in-place state as on an accelerator.
     """
     data = [(jg.randn(5, 8, device=dev), jg.randn(5, 4, device=dev)) for _ in range(steps)]
     model, opt = make()
@@ -83,6 +84,7 @@ def _eager_and_replayed(make, dev=None, stream=None, steps=10, seed=7):
     static_x, static_y = jg.zeros(5, 8, device=dev), jg.zeros(5, 4, device=dev)
     opt.zero_grad(set_to_none=True)
     g = jg.Graph()
+    g._pack_outputs = pack
     with jg.graph(g, stream=stream):
         static_loss = nn.functional.mse_loss(model(static_x), static_y)
         static_loss.backward()
@@ -95,15 +97,16 @@ def _eager_and_replayed(make, dev=None, stream=None, steps=10, seed=7):
     return eager, [_np(p) for p in model.parameters()], static_loss
 
 
+@pytest.mark.parametrize("pack", [None, True], ids=["as-on-cpu", "packed-as-on-gpu"])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_whole_network_capture_matches_eager(optimizer):
+def test_whole_network_capture_matches_eager(optimizer, pack):
     def make():
         model = _mlp(0, dropout=0.25)
         opt = (jg.optim.SGD(model.parameters(), lr=0.1) if optimizer == "sgd"
                else jg.optim.Adam(model.parameters(), lr=0.01))
         return model, opt
 
-    eager, replayed, static_loss = _eager_and_replayed(make)
+    eager, replayed, static_loss = _eager_and_replayed(make, pack=pack)
     for a, b in zip(eager, replayed):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
     assert static_loss.grad_fn is not None and np.isfinite(_np(static_loss))
@@ -609,6 +612,100 @@ def test_packed_outputs_are_split_only_when_read_and_equal_jax_grad():
     np.testing.assert_allclose(_np(out), _np(x) @ w0.T + b0, rtol=1e-5, atol=1e-6)
     g.replay()
     assert _packed(out)  # the next replay binds the tensors to its own pack
+
+
+def _linear_sgd_graph(dtypes, momentum):
+    """A captured SGD step over one Linear(3, 2) per dtype, loss sum(mean(lin(x)**2)), packed as on a GPU."""
+    lins = [nn.Linear(3, 2, dtype=dt) for dt in dtypes]
+    xs = [jg.randn(4, 3, dtype=dt) for dt in dtypes]
+    params = [p for lin in lins for p in lin.parameters()]
+    opt = jg.optim.SGD(params, lr=0.1, momentum=momentum)
+
+    def loss():
+        return sum((lin(x) ** 2).mean() for lin, x in zip(lins, xs))
+    loss().backward()  # the docs' warm-up: the momentum buffers exist before the capture
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    g = jg.Graph()
+    g._pack_outputs = True
+    with jg.graph(g):
+        loss().backward()
+        opt.step()
+    return g, params, [_np(x) for x in xs], opt
+
+
+def _momentum_buffers(opt, params):
+    return [_np(opt.state[p]["momentum_buffer"]).copy() for p in params]
+
+
+def _numpy_sgd(params, xs, steps, momentum, bufs=None):
+    """The reference: the same steps in NumPy (PyTorch's SGD: buf = m * buf + grad, p -= lr * buf)."""
+    params, bufs = [p.copy() for p in params], bufs
+    for _ in range(steps):
+        grads = []
+        for (W, b), x in zip(zip(params[::2], params[1::2]), xs):
+            d = 2 * (x @ W.T + b) / (x.shape[0] * W.shape[0])
+            grads += [d.T @ x, d.sum(0)]
+        bufs = grads if bufs is None or not momentum else [momentum * u + g_ for u, g_ in zip(bufs, grads)]
+        params = [p - 0.1 * (u if momentum else g_) for p, u, g_ in zip(params, bufs, grads)]
+    return params, bufs
+
+
+def test_in_place_state_travels_as_one_flat_array_per_dtype_and_matches_numpy():
+    # Parameters and momentum buffers written in place cost one donated argument and one output per dtype,
+    # not one per tensor (each costs host time per call on a GPU).
+    g, params, xs, opt = _linear_sgd_graph(("float32", "float64"), momentum=0.9)
+    bufs = _momentum_buffers(opt, params)
+    plan = g._plan
+    assert plan.n_state == 2 and {id(t) for t in params} <= {id(t) for t in plan.state.tensors}
+    assert len(plan.state.tensors) == 8  # 4 parameters, 4 momentum buffers
+    start = [_np(p).copy() for p in params]
+    for _ in range(3):
+        g.replay()
+        flats = plan.state.flats
+        assert sorted(str(f.dtype) for f in flats) == ["float32", "float64"]
+        assert all(_packed(p) for p in params)  # nobody read them: the next replay donates the same flats
+    want, _ = _numpy_sgd(start, xs, 3, 0.9, bufs=bufs)
+    for p, w in zip(params, want):
+        np.testing.assert_allclose(_np(p), w, rtol=1e-5, atol=1e-6)
+        assert str(_np(p).dtype) == str(w.dtype)
+
+
+def test_packed_state_read_or_rebound_between_replays_is_taken_afresh():
+    g, params, xs, _ = _linear_sgd_graph(("float32",), momentum=0.0)
+    g.replay()
+    now = [_np(p).copy() for p in params]          # a read splits the state
+    assert not any(_packed(p) for p in params)
+    g.replay()                                      # concatenated again from the (unchanged) values
+    want, _ = _numpy_sgd(now, xs, 1, 0.0)
+    assert all(_packed(p) for p in params)
+    with jg.no_grad():
+        params[0].copy_(jg.ones(2, 3))             # rebound; the bias is not read
+    g.replay()
+    want, _ = _numpy_sgd([np.ones((2, 3), np.float32), want[1]], xs, 1, 0.0)
+    for p, w in zip(params, want):
+        np.testing.assert_allclose(_np(p), w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_replay_leaves_the_packed_state_usable():
+    g, params, xs, opt = _linear_sgd_graph(("float32",), momentum=0.9)
+    g.replay()
+    plan = g._plan
+    executable = plan.compiled
+
+    def failing(*args):
+        raise RuntimeError("INVALID_ARGUMENT: rejected before running (simulated)")
+
+    plan.compiled = failing
+    with pytest.raises(RuntimeError, match="simulated"):
+        g.replay()
+    plan.compiled = executable
+    start = [_np(p).copy() for p in params]
+    bufs = _momentum_buffers(opt, params)
+    g.replay()
+    want, _ = _numpy_sgd(start, xs, 1, 0.9, bufs=bufs)
+    for p, w in zip(params, want):
+        np.testing.assert_allclose(_np(p), w, rtol=1e-5, atol=1e-6)
 
 
 def test_only_small_outputs_come_back_packed():
