@@ -1,6 +1,6 @@
 """Why the small-MLP replay is slower inside ``benchmarks.capture`` than timed alone (issue 5).
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_context [--repeat 9]
+    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_context [--repeat 9] [--tf32] [--no-pack-state] [--updates-log FILE]
 
 Builds the small-MLP variants exactly as ``benchmarks.capture`` does (same models, warm-up,
 capture, jax step, torch eager and CUDA-graph replay) in one process, then times the jgrad
@@ -138,12 +138,18 @@ def main(argv=None):
     p.add_argument("--tf32", action="store_true", help="TF32 matmuls (as benchmarks.capture --tf32)")
     p.add_argument("--updates-log", metavar="FILE", default=None,
                    help="rerun with XLA's command-buffer log into FILE and count the updates per phase")
+    p.add_argument("--no-pack-state", action="store_true",
+                   help="parameters travel as one argument and output each (jgrad._capture.pack_state = False)")
     a = p.parse_args(argv)
+    if a.no_pack_state:
+        from jgrad import _capture
+        _capture.pack_state = False
     if a.updates_log:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="command_buffer_thunk=3")
         with open(a.updates_log, "w") as err:
             subprocess.run([sys.executable, "-m", "benchmarks.gpu_replay_context", "--repeat", str(a.repeat),
-                            "--device", a.device] + (["--tf32"] if a.tf32 else []), env=env, stderr=err, stdout=subprocess.DEVNULL)
+                            "--device", a.device] + (["--tf32"] if a.tf32 else [])
+                           + (["--no-pack-state"] if a.no_pack_state else []), env=env, stderr=err, stdout=subprocess.DEVNULL)
         summarize_updates(a.updates_log)
         return 0
     capture._quiet_donation()

@@ -2,15 +2,17 @@
 
     PYTHONPATH=$PWD python -m benchmarks.gpu_replay_trace [--tf32] [--steps 100] [--trace-dir DIR]
 
-For the ``jax.jit`` whole step (as is, and returning its gradients packed) and the jgrad captured
-step (as is, with its in-place state unpacked, with ``xla_gpu_command_buffer_scheduling_mode=CONCURRENT``,
-and with the ``.grad``s set to None inside the capture), prints:
+For the ``jax.jit`` whole step (as is, with XLA's Triton GEMM fusions off, and returning its gradients
+packed) and the jgrad captured step (as is, with its in-place state unpacked, with
+``xla_gpu_command_buffer_scheduling_mode=CONCURRENT``, and with the ``.grad``s set to None inside the
+capture, with and without Triton GEMMs), prints:
 
 - throughput: N calls back to back, one block at the end (what ``benchmarks.capture`` reports),
   and the host time of issuing them;
 - from a trace of ``--steps`` back-to-back calls: device busy time per step (the union of the
   kernels' intervals on the GPU), device span per step (first kernel start to last kernel end,
-  divided by the steps), kernels per step, and the host events with the largest time per step.
+  divided by the steps), kernels per step, the kernels with the most device time per step, and the
+  host events with the largest time per step.
 
 If the device busy time per step is close to the throughput, the step is device-bound and only
 fewer or shorter kernels (or overlapping them) make it faster; if it is well below, the host is
@@ -28,6 +30,8 @@ import time
 from collections import defaultdict
 
 CONCURRENT = {"xla_gpu_command_buffer_scheduling_mode": "CONCURRENT"}
+# Whether XLA's own Triton GEMM fusions (a dot with its producers/consumers fused in) are what makes a step slow.
+NO_TRITON_GEMM = {"xla_gpu_enable_triton_gemm": False}
 
 
 def _throughput(fn, block, n, repeat):
@@ -79,8 +83,12 @@ def trace_summary(path, steps):
         return {"kernels/step": 0, "host events us/step": host_top}
     busy = _union_ns([(s, e) for s, e, _ in kernels])
     span = max(e for _, e, _ in kernels) - min(s for s, _, _ in kernels)
+    per_kernel = defaultdict(float)
+    for s, e, name in kernels:
+        per_kernel[name] += e - s
+    kernel_top = {k[:60]: round(v / steps / 1e3, 1) for k, v in sorted(per_kernel.items(), key=lambda kv: -kv[1])[:8]}
     return {"device busy us/step": round(busy / steps / 1e3, 1), "device span us/step": round(span / steps / 1e3, 1),
-            "kernels/step": round(len(kernels) / steps, 1),
+            "kernels/step": round(len(kernels) / steps, 1), "kernels with the most device time, us/step": kernel_top,
             "host events us/step": host_top}
 
 
@@ -108,7 +116,7 @@ def _programs(w):
     from jgrad import _capture, nn
 
     x, y = jnp.asarray(w.X), jnp.asarray(w.Y)
-    for name, opts in (("jax.jit step", None),):
+    for name, opts in (("jax.jit step", None), ("jax.jit step, Triton GEMMs off", NO_TRITON_GEMM)):
         params, key = capture.jax_state(w)
         lo = capture.jax_step(w).lower(params, key, x, y)
         exe = lo.compile(compiler_options=dict(opts)) if opts else lo.compile()
@@ -153,18 +161,23 @@ def _programs(w):
 
     # The docs' step with the .grads set to None at the end of the capture: nothing outlives the step but
     # the parameters and the loss, as in jax.jit's step.
-    opt.zero_grad(set_to_none=True)
-    g = jg.Graph()
-    with jg.graph(g):
-        static_loss = loss_mod(model(x_r), y_r)
-        static_loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    for suffix, opts in (("", default), (", Triton GEMMs off", {**(default or {}), **NO_TRITON_GEMM})):
+        _capture.gpu_compiler_options = opts
+        try:
+            opt.zero_grad(set_to_none=True)
+            g = jg.Graph()
+            with jg.graph(g):
+                static_loss = loss_mod(model(x_r), y_r)
+                static_loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        finally:
+            _capture.gpu_compiler_options = default
 
-    def replay_nograds(g=g, static_loss=static_loss):
-        g.replay()
-        return static_loss
-    yield "jgrad replay, .grads set to None in the graph", replay_nograds, common.block
+        def replay_nograds(g=g, static_loss=static_loss):
+            g.replay()
+            return static_loss
+        yield "jgrad replay, .grads set to None in the graph" + suffix, replay_nograds, common.block
 
 
 def main(argv=None):

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import weakref
+from sys import getrefcount as _getrefcount
 
 from . import _dtype, _tape
 from ._device import get_default_device
@@ -45,7 +46,7 @@ class Op:
     """
 
     __slots__ = ("name", "forward", "backward", "save", "save_outputs", "num_outputs", "differentiable",
-                 "edge_args", "_kernels", "_bwd_kernels", "_derived", "__weakref__")
+                 "edge_args", "_kernels", "_bwd_kernels", "_derived", "_reusing_kernels", "__weakref__")
 
     def __init__(self, name, forward, backward=None, *, save=None, save_outputs=False, num_outputs=1,
                  differentiable=True, edge_args=None):
@@ -65,6 +66,7 @@ class Op:
         self._kernels = {}
         self._bwd_kernels = {}
         self._derived = {}
+        self._reusing_kernels = {}
         _ALL_OPS.append(self)
 
     def __repr__(self):
@@ -76,6 +78,19 @@ class Op:
             fwd = self.forward
             fn = jax.jit(lambda *a: fwd(*a, **attrs))
             self._kernels[key] = fn
+        return fn
+
+    def reusing_kernel(self, key, attrs):
+        """The forward of an in-place op that writes its result into its first argument's (donated) buffer."""
+        fn = self._reusing_kernels.get(key)
+        if fn is None:
+            fwd = self.forward
+
+            def body(target, *a):
+                # A full-size update of the donated target: XLA aliases the output with it (one copy kernel).
+                return jax.lax.dynamic_update_slice(target, fwd(target, *a, **attrs), (0,) * target.ndim)
+            fn = jax.jit(body, donate_argnums=(0,))
+            self._reusing_kernels[key] = fn
         return fn
 
     def backward_kernel(self, key, attrs, mask, in_avals):
@@ -93,6 +108,7 @@ def clear_kernel_caches() -> None:
     for op in _ALL_OPS:
         op._kernels.clear()
         op._bwd_kernels.clear()
+        op._reusing_kernels.clear()
 
 
 class BackwardContext:
@@ -376,6 +392,39 @@ def call_inplace(op, target, *args, **attrs):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     key = tuple(attrs.items()) if attrs else ()
     return _call(op, (target,) + args, key, attrs, target)
+
+
+def call_inplace_reusing(op, target, *args):
+    """``call_inplace`` that writes into ``target``'s own device buffer when nothing else holds its array.
+
+    A captured graph reads its static inputs afresh at each replay, and XLA re-records the graph's CUDA
+    graphs whenever an argument arrives at another device address. So ``static_x.copy_(batch)`` donates
+    the old array to the copy kernel and the new value lands where the old one was, as PyTorch's copy
+    into a static input does. Only outside captures and the sanitizer, with no history to record, and
+    when the tensor is the one holder of its array (no alias, saved tensor or user reference loses its
+    value); otherwise, and whenever the donating call cannot run, exactly ``call_inplace``.
+    """
+    data = target._data
+    # Holders of ``data`` when only the tensor has it: ``target._data``, the local name, getrefcount's argument.
+    if (_active_captures or _sanitizing[0] or (target._req and _state.grad_enabled)
+            or not isinstance(data, jax.Array) or isinstance(data, jax.core.Tracer) or _getrefcount(data) != 3):
+        return call_inplace(op, target, *args)
+    arrays = [data] + [a._data if isinstance(a, Tensor) else a for a in args]
+    if any(a is data for a in arrays[1:]):  # x.copy_(x): the donated buffer would also be read
+        return call_inplace(op, target, *args)
+    del data
+    try:
+        out = op.reusing_kernel((), {})(*arrays)
+    except Exception:  # noqa: BLE001 - e.g. a source that is a graph's buffer, or a buffer exported via DLPack
+        if arrays[0].is_deleted():
+            raise
+        del arrays
+        return call_inplace(op, target, *args)
+    stream = _current_for(target._device)
+    stream._issued((out,))
+    target._data, target._stream = out, stream
+    target._vc[0] += 1
+    return target
 
 
 def call_foreach(op, targets, *args, **attrs):

@@ -183,3 +183,71 @@ def test_inplace_does_not_disturb_unrelated_saved_values():
     y.exp_()
     y.sum().backward()
     np.testing.assert_allclose(npy(x.grad), jax.grad(lambda v: jnp.sum(jnp.exp(v * v)))(xv), rtol=1e-12)
+
+
+# ---- copy_ writes into the tensor's own buffer when nothing else holds its array ---------------------------------
+def _ptr(t):
+    return t._data.unsafe_buffer_pointer()
+
+
+def test_copy_into_a_sole_holder_keeps_its_device_buffer_and_matches_numpy():
+    # A graph's static input read at every replay must keep its device address across copy_ (XLA
+    # re-records a captured executable's CUDA graphs when an argument moves): jgrad donates the old array.
+    rng = np.random.default_rng(0)
+    x = jg.zeros(8, 16)
+    before = _ptr(x)
+    for k in range(3):
+        src = rng.standard_normal((8, 16)).astype(np.float32)
+        assert x.copy_(jg.tensor(src)) is x
+        assert _ptr(x) == before and x._version == k + 1
+        np.testing.assert_array_equal(x.numpy(), src)
+    # casting and broadcasting as PyTorch's copy_ does, still in place
+    i = jg.zeros(4, dtype=jg.int32)
+    p = _ptr(i)
+    i.copy_(jg.tensor([1.7, -2.2, 3.0, 4.9]))
+    assert _ptr(i) == p and i.numpy().tolist() == [1, -2, 3, 4]
+    b = jg.zeros(3, 4)
+    b.copy_(jg.tensor([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(b.numpy(), np.tile([1.0, 2.0, 3.0, 4.0], (3, 1)))
+    s = jg.zeros(())
+    s.copy_(jg.tensor(5.0))
+    assert s.item() == 5.0
+
+
+def test_copy_never_clobbers_an_array_somebody_else_holds():
+    x = jg.zeros(2, 3)
+    x.copy_(jg.ones(2, 3))                          # x now holds its array alone
+    held = x._data                                  # a user's reference to the jax array
+    d = x.detach()                                  # an alias sharing the array
+    x.copy_(jg.full((2, 3), 7.0))
+    assert not held.is_deleted()
+    np.testing.assert_array_equal(np.asarray(held), np.ones((2, 3)))
+    np.testing.assert_array_equal(d.numpy(), np.ones((2, 3)))   # README: values are not shared
+    np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))
+    x.copy_(x)                                      # the source is the target itself
+    np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))
+
+
+def test_copy_errors_are_pytorchs_and_leave_the_tensor_intact():
+    x = jg.tensor([1.0, 2.0, 3.0])
+    with pytest.raises((ValueError, TypeError, RuntimeError)):
+        x.copy_(jg.tensor([1.0, 2.0]))              # shapes do not broadcast
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
+    assert x._version == 0
+    w = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        w.copy_(jg.tensor([3.0, 4.0], dtype=F64))
+    with jg.no_grad():
+        w.copy_(jg.tensor([3.0, 4.0], dtype=F64))  # what load_state_dict does
+    np.testing.assert_array_equal(npy(w), [3.0, 4.0])
+
+
+def test_copy_into_a_saved_tensor_is_still_caught_by_the_version_check():
+    # test_inplace_saved_tensor-style: the saved array stays intact and backward reports the modification
+    a = leaf([1.0, 2.0])
+    b = a * 1.0
+    c = b.sin()                                     # saves b
+    with jg.no_grad():
+        b.copy_(jg.tensor([5.0, 6.0], dtype=F64))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        c.sum().backward()

@@ -277,6 +277,21 @@ def test_cuda_zero_copy_both_ways():
 
 
 @pytest.mark.skipif(not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX")
+def test_cuda_copy_into_shared_memory_leaves_the_other_side_unchanged():
+    # copy_ writes into a tensor's own buffer when jgrad alone holds its array; memory shared with torch
+    # through DLPack (imported or exported) must never be written that way.
+    x = torch.arange(4.0, device="cuda")
+    t = from_torch(x)
+    t.copy_(jg.ones(4, device="gpu"))
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0] and to_numpy(t).tolist() == [1.0] * 4
+    u = jg.arange(4.0, device="gpu") * 1.0
+    y = to_torch(u)
+    u.copy_(jg.full((4,), 7.0, device="gpu"))
+    torch.cuda.synchronize()
+    assert y.cpu().tolist() == [0.0, 1.0, 2.0, 3.0] and to_numpy(u).tolist() == [7.0] * 4
+
+
+@pytest.mark.skipif(not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX")
 def test_cuda_stream_handshake_with_a_torch_side_stream():
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
