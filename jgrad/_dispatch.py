@@ -22,7 +22,7 @@ from sys import getrefcount as _getrefcount
 
 from . import _dtype, _tape
 from ._device import get_default_device
-from ._tensor import Tensor
+from ._tensor import Tensor, _reusable
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
 from .streams import active_captures as _active_captures
 from .streams import check_access, host_read, record_new
@@ -80,17 +80,20 @@ class Op:
             self._kernels[key] = fn
         return fn
 
-    def reusing_kernel(self, key, attrs):
-        """The forward of an in-place op that writes its result into its first argument's (donated) buffer."""
-        fn = self._reusing_kernels.get(key)
+    def reusing_kernel(self, key, attrs, donate):
+        """The forward of an in-place op as a full-size update of its first argument.
+
+        Donated, XLA writes the result into that argument's buffer (one copy kernel); not donated, the
+        result is always a new buffer (never an input passed through, as a plain kernel may return).
+        """
+        fn = self._reusing_kernels.get((key, donate))
         if fn is None:
             fwd = self.forward
 
             def body(target, *a):
-                # A full-size update of the donated target: XLA aliases the output with it (one copy kernel).
                 return jax.lax.dynamic_update_slice(target, fwd(target, *a, **attrs), (0,) * target.ndim)
-            fn = jax.jit(body, donate_argnums=(0,))
-            self._reusing_kernels[key] = fn
+            fn = jax.jit(body, donate_argnums=(0,) if donate else ())
+            self._reusing_kernels[(key, donate)] = fn
         return fn
 
     def backward_kernel(self, key, attrs, mask, in_avals):
@@ -401,25 +404,28 @@ def call_inplace_reusing(op, target, *args):
     graphs whenever an argument arrives at another device address. So ``static_x.copy_(batch)`` donates
     the old array to the copy kernel and the new value lands where the old one was, as PyTorch's copy
     into a static input does. Only outside captures and the sanitizer, with no history to record, and
-    when the tensor is the one holder of its array (no alias, saved tensor or user reference loses its
-    value); otherwise, and whenever the donating call cannot run, exactly ``call_inplace``.
+    only an array an earlier copy_ made (XLA owns its memory: not one imported through DLPack or
+    aliasing NumPy memory) that was never exported and that the tensor alone holds (no alias, saved
+    tensor or user reference loses its value). The first copy_ into a tensor makes such an array.
     """
     data = target._data
-    # Holders of ``data`` when only the tensor has it: ``target._data``, the local name, getrefcount's argument.
     if (_active_captures or _sanitizing[0] or (target._req and _state.grad_enabled)
-            or not isinstance(data, jax.Array) or isinstance(data, jax.core.Tracer) or _getrefcount(data) != 3):
+            or not isinstance(data, jax.Array) or isinstance(data, jax.core.Tracer)):
         return call_inplace(op, target, *args)
     arrays = [data] + [a._data if isinstance(a, Tensor) else a for a in args]
-    if any(a is data for a in arrays[1:]):  # x.copy_(x): the donated buffer would also be read
+    if any(a is data for a in arrays[1:]):  # x.copy_(x): a donated buffer would also be read
         return call_inplace(op, target, *args)
+    # When the tensor alone holds it, ``data`` is referenced by target._data, the local, the list and the argument.
+    donate = _reusable.get(id(data)) is data and _getrefcount(data) == 4
     del data
     try:
-        out = op.reusing_kernel((), {})(*arrays)
-    except Exception:  # noqa: BLE001 - e.g. a source that is a graph's buffer, or a buffer exported via DLPack
+        out = op.reusing_kernel((), {}, donate)(*arrays)
+    except Exception:  # noqa: BLE001 - e.g. a source that is a graph's buffer: the plain path handles it
         if arrays[0].is_deleted():
             raise
         del arrays
         return call_inplace(op, target, *args)
+    _reusable[id(out)] = out
     stream = _current_for(target._device)
     stream._issued((out,))
     target._data, target._stream = out, stream

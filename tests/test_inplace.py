@@ -193,19 +193,22 @@ def _ptr(t):
 def test_copy_into_a_sole_holder_keeps_its_device_buffer_and_matches_numpy():
     # A graph's static input read at every replay must keep its device address across copy_ (XLA
     # re-records a captured executable's CUDA graphs when an argument moves): jgrad donates the old array.
+    # The first copy_ makes an array XLA owns (the tensor's first one may alias memory jgrad does not own).
     rng = np.random.default_rng(0)
     x = jg.zeros(8, 16)
+    x.copy_(jg.zeros(8, 16))
     before = _ptr(x)
     for k in range(3):
         src = rng.standard_normal((8, 16)).astype(np.float32)
         assert x.copy_(jg.tensor(src)) is x
-        assert _ptr(x) == before and x._version == k + 1
-        np.testing.assert_array_equal(x.numpy(), src)
+        assert _ptr(x) == before and x._version == k + 2
+        np.testing.assert_array_equal(np.array(x._data), src)
     # casting and broadcasting as PyTorch's copy_ does, still in place
     i = jg.zeros(4, dtype=jg.int32)
+    i.copy_(jg.zeros(4, dtype=jg.int32))
     p = _ptr(i)
     i.copy_(jg.tensor([1.7, -2.2, 3.0, 4.9]))
-    assert _ptr(i) == p and i.numpy().tolist() == [1, -2, 3, 4]
+    assert _ptr(i) == p and np.array(i._data).tolist() == [1, -2, 3, 4]
     b = jg.zeros(3, 4)
     b.copy_(jg.tensor([1.0, 2.0, 3.0, 4.0]))
     np.testing.assert_array_equal(b.numpy(), np.tile([1.0, 2.0, 3.0, 4.0], (3, 1)))
@@ -216,7 +219,7 @@ def test_copy_into_a_sole_holder_keeps_its_device_buffer_and_matches_numpy():
 
 def test_copy_never_clobbers_an_array_somebody_else_holds():
     x = jg.zeros(2, 3)
-    x.copy_(jg.ones(2, 3))                          # x now holds its array alone
+    x.copy_(jg.ones(2, 3))                          # x now holds an array a copy_ made, alone
     held = x._data                                  # a user's reference to the jax array
     d = x.detach()                                  # an alias sharing the array
     x.copy_(jg.full((2, 3), 7.0))
@@ -226,6 +229,19 @@ def test_copy_never_clobbers_an_array_somebody_else_holds():
     np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))
     x.copy_(x)                                      # the source is the target itself
     np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))
+
+
+def test_copy_never_overwrites_memory_shared_with_numpy():
+    from interop.numpy import empty_aligned, from_numpy
+    a = empty_aligned((4,), np.float32)
+    a[:] = np.arange(4.0)
+    t = from_numpy(a)                               # zero copy on the CPU: the tensor's array is NumPy's memory
+    for v in (1.0, 2.0):
+        t.copy_(jg.full((4,), v))
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0] and t.numpy().tolist() == [2.0] * 4
+    view = t.numpy()                                # a zero-copy view of the tensor's array (CPU)
+    t.copy_(jg.full((4,), 5.0))
+    assert view.tolist() == [2.0] * 4 and t.numpy().tolist() == [5.0] * 4
 
 
 def test_copy_errors_are_pytorchs_and_leave_the_tensor_intact():

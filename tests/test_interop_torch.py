@@ -261,6 +261,27 @@ def _gpu():
     return torch.cuda.is_available() and jg.is_available("gpu")
 
 
+@pytest.mark.parametrize("where", ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(
+    not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX"))])
+def test_copy_into_memory_shared_with_torch_leaves_the_other_side_unchanged(where):
+    # copy_ may write into a tensor's own buffer (jgrad._dispatch.call_inplace_reusing); memory shared
+    # with torch through DLPack, imported or exported, must never be written that way.
+    tdev = "cuda" if where == "gpu" else "cpu"
+    x = torch.arange(4.0, device=tdev)
+    t = from_torch(x)
+    for v in (1.0, 2.0):
+        t.copy_(jg.full((4,), v, device=where))
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0] and to_numpy(t).tolist() == [2.0] * 4
+    u = jg.zeros(4, device=where)
+    for v in (1.0, 2.0):
+        u.copy_(jg.full((4,), v, device=where))   # u's array is now one copy_ may overwrite
+    y = to_torch(u)                                # ... until it is exported
+    u.copy_(jg.full((4,), 7.0, device=where))
+    if where == "gpu":
+        torch.cuda.synchronize()
+    assert y.cpu().tolist() == [2.0] * 4 and to_numpy(u).tolist() == [7.0] * 4
+
+
 @pytest.mark.skipif(not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX")
 def test_cuda_zero_copy_both_ways():
     x = torch.arange(12.0, device="cuda").reshape(3, 4)
@@ -274,21 +295,6 @@ def test_cuda_zero_copy_both_ways():
     for name, dt in TORCH_DTYPES.items():
         a = sample((2, 3), dt).cuda()
         assert jptr(from_torch(a)) == a.data_ptr()
-
-
-@pytest.mark.skipif(not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX")
-def test_cuda_copy_into_shared_memory_leaves_the_other_side_unchanged():
-    # copy_ writes into a tensor's own buffer when jgrad alone holds its array; memory shared with torch
-    # through DLPack (imported or exported) must never be written that way.
-    x = torch.arange(4.0, device="cuda")
-    t = from_torch(x)
-    t.copy_(jg.ones(4, device="gpu"))
-    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0] and to_numpy(t).tolist() == [1.0] * 4
-    u = jg.arange(4.0, device="gpu") * 1.0
-    y = to_torch(u)
-    u.copy_(jg.full((4,), 7.0, device="gpu"))
-    torch.cuda.synchronize()
-    assert y.cpu().tolist() == [0.0, 1.0, 2.0, 3.0] and to_numpy(u).tolist() == [7.0] * 4
 
 
 @pytest.mark.skipif(not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX")
