@@ -3,7 +3,7 @@
 # capture benchmark at both precisions, and the capture correctness checks. Each step is bounded and
 # writes its full output to $OUT (default: ./gpu-out); the summary lines come last.
 #   bash benchmarks/gpu_issue5.sh [steps...]   steps: trace32 trace tf32 fp32 check seed seed32 streams context updates
-#   copyold interop
+#   interop copy
 # STEP_TIMEOUT=SECONDS overrides each step's limit (the full-float32 seed step's one-shot children
 # compile for ~10 s each: give it ~400 s alone).
 set -uo pipefail
@@ -33,13 +33,9 @@ for s in $steps; do
     updates) run updates-tf32 200 python -m benchmarks.gpu_replay_context --tf32 --updates-log "$OUT/updates-tf32.log"
              run updates-tf32-unpacked 200 python -m benchmarks.gpu_replay_context --tf32 --no-pack-state \
                  --updates-log "$OUT/updates-tf32-unpacked.log" ;;
-    copyold) # the small step as 'tf32', with copy_ rebinding to a fresh array as before call_inplace_reusing
-             run small-tf32-copy-rebinding 240 python -c "import sys, jgrad._dispatch as d, jgrad.ops.pointwise as p
-p.call_inplace_reusing = d.call_inplace
-from benchmarks import capture
-sys.exit(capture.main(['--device', 'gpu', '--tf32', '--only', 'small', '--quick', '--repeat', '15', '--oneshot', '1']))" ;;
     interop) run interop-gpu 240 env JAX_PLATFORMS=cuda,cpu python -m pytest -q -p no:cacheprovider -rs \
                  tests/test_interop_torch.py tests/test_interop_cupy.py tests/test_interop_dlpack.py tests/test_inplace.py ;;
+    copy)    run copy-diag 200 python -m benchmarks.gpu_copy_diag ;;
     check)   run capture-check 180 python -m benchmarks.gpu_capture_check ;;
     *) echo "unknown step $s" ;;
   esac

@@ -65,7 +65,7 @@ import numpy as np
 from jgrad import _dtype
 from jgrad import streams as _streams
 from jgrad._device import device as _jg_device, from_jax as _device_from_jax
-from jgrad._tensor import Tensor, _share
+from jgrad._tensor import Tensor
 
 __all__ = ["from_dlpack", "export_tensor", "tensor_dlpack_device", "UnsupportedDTypeError", "ALIGNMENT"]
 
@@ -185,7 +185,6 @@ def _exportable(t, what, *, allow_requires_grad=False):
     if is_tracer(arr):
         raise BufferError(f"{what}: this tensor is traced by JAX (inside jax.jit/vmap/grad or a functionalized "
                           "function) and has no buffer to share.")
-    _share(arr)  # shared from now on: copy_ must not overwrite it in place
     return arr
 
 

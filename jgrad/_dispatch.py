@@ -18,11 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import weakref
-from sys import getrefcount as _getrefcount
 
 from . import _dtype, _tape
 from ._device import get_default_device
-from ._tensor import Tensor, _reusable
+from ._tensor import Tensor
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
 from .streams import active_captures as _active_captures
 from .streams import check_access, host_read, record_new
@@ -46,7 +45,7 @@ class Op:
     """
 
     __slots__ = ("name", "forward", "backward", "save", "save_outputs", "num_outputs", "differentiable",
-                 "edge_args", "_kernels", "_bwd_kernels", "_derived", "_reusing_kernels", "__weakref__")
+                 "edge_args", "_kernels", "_bwd_kernels", "_derived", "__weakref__")
 
     def __init__(self, name, forward, backward=None, *, save=None, save_outputs=False, num_outputs=1,
                  differentiable=True, edge_args=None):
@@ -66,7 +65,6 @@ class Op:
         self._kernels = {}
         self._bwd_kernels = {}
         self._derived = {}
-        self._reusing_kernels = {}
         _ALL_OPS.append(self)
 
     def __repr__(self):
@@ -78,22 +76,6 @@ class Op:
             fwd = self.forward
             fn = jax.jit(lambda *a: fwd(*a, **attrs))
             self._kernels[key] = fn
-        return fn
-
-    def reusing_kernel(self, key, attrs, donate):
-        """The forward of an in-place op as a full-size update of its first argument.
-
-        Donated, XLA writes the result into that argument's buffer (one copy kernel); not donated, the
-        result is always a new buffer (never an input passed through, as a plain kernel may return).
-        """
-        fn = self._reusing_kernels.get((key, donate))
-        if fn is None:
-            fwd = self.forward
-
-            def body(target, *a):
-                return jax.lax.dynamic_update_slice(target, fwd(target, *a, **attrs), (0,) * target.ndim)
-            fn = jax.jit(body, donate_argnums=(0,) if donate else ())
-            self._reusing_kernels[(key, donate)] = fn
         return fn
 
     def backward_kernel(self, key, attrs, mask, in_avals):
@@ -111,7 +93,6 @@ def clear_kernel_caches() -> None:
     for op in _ALL_OPS:
         op._kernels.clear()
         op._bwd_kernels.clear()
-        op._reusing_kernels.clear()
 
 
 class BackwardContext:
@@ -395,42 +376,6 @@ def call_inplace(op, target, *args, **attrs):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     key = tuple(attrs.items()) if attrs else ()
     return _call(op, (target,) + args, key, attrs, target)
-
-
-def call_inplace_reusing(op, target, *args):
-    """``call_inplace`` that writes into ``target``'s own device buffer when nothing else holds its array.
-
-    A captured graph reads its static inputs afresh at each replay, and XLA re-records the graph's CUDA
-    graphs whenever an argument arrives at another device address. So ``static_x.copy_(batch)`` donates
-    the old array to the copy kernel and the new value lands where the old one was, as PyTorch's copy
-    into a static input does. Only outside captures and the sanitizer, with no history to record, and
-    only an array an earlier copy_ made (XLA owns its memory: not one imported through DLPack or
-    aliasing NumPy memory) that was never exported and that the tensor alone holds (no alias, saved
-    tensor or user reference loses its value). The first copy_ into a tensor makes such an array.
-    """
-    data = target._data
-    if (_active_captures or _sanitizing[0] or (target._req and _state.grad_enabled)
-            or not isinstance(data, jax.Array) or isinstance(data, jax.core.Tracer)):
-        return call_inplace(op, target, *args)
-    arrays = [data] + [a._data if isinstance(a, Tensor) else a for a in args]
-    if any(a is data for a in arrays[1:]):  # x.copy_(x): a donated buffer would also be read
-        return call_inplace(op, target, *args)
-    # When the tensor alone holds it, ``data`` is referenced by target._data, the local, the list and the argument.
-    donate = _reusable.get(id(data)) is data and _getrefcount(data) == 4
-    del data
-    try:
-        out = op.reusing_kernel((), {}, donate)(*arrays)
-    except Exception:  # noqa: BLE001 - e.g. a source that is a graph's buffer: the plain path handles it
-        if arrays[0].is_deleted():
-            raise
-        del arrays
-        return call_inplace(op, target, *args)
-    _reusable[id(out)] = out
-    stream = _current_for(target._device)
-    stream._issued((out,))
-    target._data, target._stream = out, stream
-    target._vc[0] += 1
-    return target
 
 
 def call_foreach(op, targets, *args, **attrs):

@@ -16,17 +16,6 @@ from ._tls import state as _grad_state
 from ._capture import Buffer as _Buffer
 
 
-#: Arrays that ``copy_`` may overwrite in place (``_dispatch.call_inplace_reusing``): ones a copy_ kernel
-#: made, so XLA owns their memory, and that were never handed outside jgrad. Weak values: an entry goes
-#: with its array.
-_reusable = weakref.WeakValueDictionary()
-
-
-def _share(arr) -> None:
-    """``arr`` is now visible outside jgrad (a NumPy view, an interop or DLPack export): never overwrite it."""
-    _reusable.pop(id(arr), None)
-
-
 class Tensor:
     """A multi-dimensional array whose storage is an immutable ``jax.Array``.
 
@@ -305,17 +294,12 @@ class Tensor:
         if self._device.type != "cpu" and not force:
             raise TypeError(f"can't convert {self._device} device type tensor to numpy. Use Tensor.cpu() to "
                             "copy the tensor to host memory first.")
-        v = self._value
-        if self._device.type == "cpu":  # a zero-copy view of v's memory
-            _share(v)
-        return np.asarray(v)
+        return np.asarray(self._value)
 
     def __array__(self, dtype=None, copy=None):
         """NumPy 2 protocol: copy=True always copies; copy=False raises ValueError where a copy is needed."""
         self._host_sync("Tensor.__array__()")
         v = self._value
-        if self._device.type == "cpu":
-            _share(v)
         a = np.asarray(v)
         if copy is False:
             why = None

@@ -264,8 +264,8 @@ def _gpu():
 @pytest.mark.parametrize("where", ["cpu", pytest.param("gpu", marks=pytest.mark.skipif(
     not _gpu(), reason="needs a CUDA GPU visible to both torch and JAX"))])
 def test_copy_into_memory_shared_with_torch_leaves_the_other_side_unchanged(where):
-    # copy_ may write into a tensor's own buffer (jgrad._dispatch.call_inplace_reusing); memory shared
-    # with torch through DLPack, imported or exported, must never be written that way.
+    # copy_ must never write into memory shared with torch through DLPack, imported or exported (an
+    # experiment that donated the tensor's buffer to the copy did, on the GPU: RESULTS.md, 2026-11-25).
     tdev = "cuda" if where == "gpu" else "cpu"
     x = torch.arange(4.0, device=tdev)
     t = from_torch(x)
@@ -274,8 +274,8 @@ def test_copy_into_memory_shared_with_torch_leaves_the_other_side_unchanged(wher
     assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0] and to_numpy(t).tolist() == [2.0] * 4
     u = jg.zeros(4, device=where)
     for v in (1.0, 2.0):
-        u.copy_(jg.full((4,), v, device=where))   # u's array is now one copy_ may overwrite
-    y = to_torch(u)                                # ... until it is exported
+        u.copy_(jg.full((4,), v, device=where))
+    y = to_torch(u)
     u.copy_(jg.full((4,), 7.0, device=where))
     if where == "gpu":
         torch.cuda.synchronize()

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from .._dispatch import Op, call, call_inplace, call_inplace_reusing, call_keyed
+from .._dispatch import Op, call, call_inplace, call_keyed
 from .._tensor import Tensor
 from ..autograd.node import InputMetadata
 from ._registry import broadcast_shapes, scalar_type_name, tensor_method
@@ -585,7 +585,7 @@ def copy_(self, src, non_blocking=False):
     """Copy ``src`` into this tensor (broadcasting, casting and moving devices as needed)."""
     if isinstance(src, Tensor) and src.device is not self.device:
         src = _transfer(src, self.device)
-    return call_inplace_reusing(COPY, self, src)
+    return call_inplace(COPY, self, src)
 
 
 def _inplace_unary(op):
