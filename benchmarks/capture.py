@@ -198,8 +198,12 @@ def jg_step_fn(model, opt, loss_fn, x, y):
     return step
 
 
-def jg_capture(model, opt, loss_fn, x, y):
-    """The docs' whole-network capture; returns (graph, static_loss)."""
+def jg_capture(model, opt, loss_fn, x, y, grads_to_none_inside=False):
+    """The docs' whole-network capture; returns (graph, static_loss).
+
+    ``grads_to_none_inside``: the step also sets the ``.grad``s to None at its end, so nothing outlives
+    it but the parameters and the loss (as in a ``jax.jit`` step that does not return its gradients).
+    """
     import jgrad as jg
 
     opt.zero_grad(set_to_none=True)
@@ -208,7 +212,21 @@ def jg_capture(model, opt, loss_fn, x, y):
         static_loss = loss_fn(model(x), y)
         static_loss.backward()
         opt.step()
+        if grads_to_none_inside:
+            opt.zero_grad(set_to_none=True)
     return g, static_loss
+
+
+def batch_copier(batches, x, y):
+    """The docs' loop body before ``replay()``: copy_ the next of two (x, y) batches into the static inputs."""
+    it = [0]
+
+    def copy_next():
+        bx, by = batches[it[0] & 1]
+        it[0] += 1
+        x.copy_(bx)
+        y.copy_(by)
+    return copy_next
 
 
 # ---------------------------------------------------------------------------- jax
@@ -499,14 +517,10 @@ def bench_workload(w: Workload, args, tdev, repeat, report):
         g.replay()
         return params_r + [static_loss]
 
-    batches = [(jg.tensor(w.X * 0.5), jg.tensor(w.Y * 0.5)), (x_e, y_e)]
-    it = [0]
+    copy_next = batch_copier([(jg.tensor(w.X * 0.5), jg.tensor(w.Y * 0.5)), (x_e, y_e)], x_r, y_r)
 
     def replay_copy():
-        bx, by = batches[it[0] & 1]
-        it[0] += 1
-        x_r.copy_(bx)
-        y_r.copy_(by)
+        copy_next()
         g.replay()
         return params_r + [static_loss]
 

@@ -60,13 +60,10 @@ def main(argv=None):
     g, static_loss = capture.jg_capture(model, opt, loss_mod, x_r, y_r)
     batches = [(jg.tensor(w.X * 0.5, device=dev), jg.tensor(w.Y * 0.5, device=dev)),
                (jg.tensor(w.X, device=dev), jg.tensor(w.Y, device=dev))]
-    it = [0]
+    copy_next = capture.batch_copier(batches, x_r, y_r)
 
     def copies():
-        bx, by = batches[it[0] & 1]
-        it[0] += 1
-        x_r.copy_(bx)
-        y_r.copy_(by)
+        copy_next()
         return [x_r, y_r]
 
     def replay():

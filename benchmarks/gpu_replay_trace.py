@@ -111,7 +111,6 @@ def _programs(w):
     import jax
     import jax.numpy as jnp
 
-    import jgrad as jg
     from benchmarks import capture, common
     from jgrad import _capture, nn
 
@@ -164,13 +163,7 @@ def _programs(w):
     for suffix, opts in (("", default), (", Triton GEMMs off", {**(default or {}), **NO_TRITON_GEMM})):
         _capture.gpu_compiler_options = opts
         try:
-            opt.zero_grad(set_to_none=True)
-            g = jg.Graph()
-            with jg.graph(g):
-                static_loss = loss_mod(model(x_r), y_r)
-                static_loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+            g, static_loss = capture.jg_capture(model, opt, loss_mod, x_r, y_r, grads_to_none_inside=True)
         finally:
             _capture.gpu_compiler_options = default
 
