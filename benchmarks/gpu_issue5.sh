@@ -19,14 +19,18 @@ run() {  # name seconds command...
   timeout "$secs" "$@" >"$OUT/$name.txt" 2>&1; local rc=$?
   echo "### $name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
+capture() {  # name [--tf32] section: one section of benchmarks.capture, one one-shot child per figure
+  local name=$1; shift
+  run "$name" 240 python -m benchmarks.capture --device gpu "$@" --quick --repeat 15 --oneshot 1
+}
 for s in $steps; do
   case $s in
     trace32) run trace-tf32 240 python -m benchmarks.gpu_replay_trace --tf32 --repeat 7 ;;
     trace)   run trace-fp32 240 python -m benchmarks.gpu_replay_trace --repeat 7 ;;
-    tf32)    run small-tf32 240 python -m benchmarks.capture --device gpu --tf32 --only small --quick --repeat 15 --oneshot 1 ;;
-    fp32)    run small-fp32 240 python -m benchmarks.capture --device gpu --only small --quick --repeat 15 --oneshot 1 ;;
-    seed)    run seed-tf32 240 python -m benchmarks.capture --device gpu --tf32 --only seed --quick --repeat 15 --oneshot 1 ;;
-    seed32)  run seed-fp32 240 python -m benchmarks.capture --device gpu --only seed --quick --repeat 15 --oneshot 1 ;;
+    tf32)    capture small-tf32 --tf32 --only small ;;
+    fp32)    capture small-fp32 --only small ;;
+    seed)    capture seed-tf32 --tf32 --only seed ;;
+    seed32)  capture seed-fp32 --only seed ;;
     streams) run streams 180 python -m benchmarks.capture --device gpu --only streams --repeat 15 ;;
     context) run context-tf32 200 python -m benchmarks.gpu_replay_context --tf32
              run context-tf32-unpacked 200 python -m benchmarks.gpu_replay_context --tf32 --no-pack-state ;;

@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import statistics
 import sys
 import tempfile
-import time
 from collections import defaultdict
+
+from benchmarks.gpu_replay_diag import _time as diag_time
 
 CONCURRENT = {"xla_gpu_command_buffer_scheduling_mode": "CONCURRENT"}
 # Whether XLA's own Triton GEMM fusions (a dot with its producers/consumers fused in) are what makes a step slow.
@@ -35,18 +35,8 @@ NO_TRITON_GEMM = {"xla_gpu_enable_triton_gemm": False}
 
 
 def _throughput(fn, block, n, repeat):
-    thr, issue = [], []
-    for _ in range(repeat):
-        block(fn())
-        t0 = time.perf_counter()
-        for _ in range(n):
-            out = fn()
-        t1 = time.perf_counter()
-        block(out)
-        t2 = time.perf_counter()
-        issue.append((t1 - t0) / n)
-        thr.append((t2 - t0) / n)
-    return statistics.median(thr) * 1e6, statistics.median(issue) * 1e6
+    thr, issue = diag_time(fn, block, n, repeat)
+    return thr * 1e6, issue * 1e6
 
 
 def _union_ns(intervals):
@@ -144,12 +134,18 @@ def _programs(w):
     loss_mod = nn.MSELoss()
     _, _, model, opt, x_r, y_r, *_ = capture._jg_setup(w, loss_mod)
     default = _capture.gpu_compiler_options
-    for name, opts, state in (("jgrad replay", default, True),
-                              ("jgrad replay, state unpacked (one argument/output per tensor)", default, False),
-                              ("jgrad replay, CONCURRENT", {**(default or {}), **CONCURRENT}, True)):
+    # (name, compiler options, pack_state, .grads set to None at the end of the capture: nothing outlives the
+    # step but the parameters and the loss, as in jax.jit's step)
+    nograds = "jgrad replay, .grads set to None in the graph"
+    for name, opts, state, to_none in (
+            ("jgrad replay", default, True, False),
+            ("jgrad replay, state unpacked (one argument/output per tensor)", default, False, False),
+            ("jgrad replay, CONCURRENT", {**(default or {}), **CONCURRENT}, True, False),
+            (nograds, default, True, True),
+            (nograds + ", Triton GEMMs off", {**(default or {}), **NO_TRITON_GEMM}, True, True)):
         _capture.gpu_compiler_options, _capture.pack_state = opts, state
         try:
-            g, static_loss = capture.jg_capture(model, opt, loss_mod, x_r, y_r)
+            g, static_loss = capture.jg_capture(model, opt, loss_mod, x_r, y_r, grads_to_none_inside=to_none)
         finally:
             _capture.gpu_compiler_options, _capture.pack_state = default, True
 
@@ -157,20 +153,6 @@ def _programs(w):
             g.replay()
             return static_loss
         yield name, replay, common.block
-
-    # The docs' step with the .grads set to None at the end of the capture: nothing outlives the step but
-    # the parameters and the loss, as in jax.jit's step.
-    for suffix, opts in (("", default), (", Triton GEMMs off", {**(default or {}), **NO_TRITON_GEMM})):
-        _capture.gpu_compiler_options = opts
-        try:
-            g, static_loss = capture.jg_capture(model, opt, loss_mod, x_r, y_r, grads_to_none_inside=True)
-        finally:
-            _capture.gpu_compiler_options = default
-
-        def replay_nograds(g=g, static_loss=static_loss):
-            g.replay()
-            return static_loss
-        yield "jgrad replay, .grads set to None in the graph" + suffix, replay_nograds, common.block
 
 
 def main(argv=None):
