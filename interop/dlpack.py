@@ -65,6 +65,7 @@ import numpy as np
 from jgrad import _dtype
 from jgrad import streams as _streams
 from jgrad._device import device as _jg_device, from_jax as _device_from_jax
+from jgrad._capture import _settled
 from jgrad._tensor import Tensor
 
 __all__ = ["from_dlpack", "export_tensor", "tensor_dlpack_device", "UnsupportedDTypeError", "ALIGNMENT"]
@@ -178,7 +179,7 @@ def _exportable(t, what, *, allow_requires_grad=False):
         raise TypeError(f"{what}: expected a jgrad Tensor, got {type(t).__name__}")
     if t._req and not allow_requires_grad:
         raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
-    arr = t._data
+    arr = t._data = _settled(t._data)  # pending tiered work runs first: an export is a barrier
     if arr is None:
         raise BufferError(f"{what}: this tensor (shape {list(t.shape)}) is being captured into a jgrad.Graph "
                           "and has no data until replay; export it after capture_end()/replay().")
@@ -248,8 +249,8 @@ def export_tensor(t, *, stream=None, max_version=None, dl_device=None, copy=None
 
 def tensor_dlpack_device(t):
     """``Tensor.__dlpack_device__``: ``(DLDeviceType, device id)`` of ``t``'s buffer."""
-    arr = t._data
-    if arr is not None and not is_tracer(arr):
+    arr = _settled(t._data)
+    if arr is not None and not is_tracer(arr) and hasattr(arr, "__dlpack_device__"):
         return arr.__dlpack_device__()
     dev = t._device
     if dev.type == "cpu":

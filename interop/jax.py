@@ -78,6 +78,7 @@ import numpy as np
 
 from jgrad import _dtype
 from jgrad._device import from_jax as _device_from_jax, get_default_device
+from jgrad._capture import Buffer as _Buffer
 from jgrad._tensor import Tensor
 
 from .dlpack import _exportable, _place, _wrap_imported, is_tracer
@@ -167,7 +168,8 @@ def _as_array(x):
 
 def _out_array(v):
     if isinstance(v, Tensor):
-        return v._data if v._data is not None else v._value
+        d = v._data
+        return d if d is not None and type(d) is not _Buffer else v._value
     return jnp.asarray(v)
 
 

@@ -22,6 +22,7 @@ from .streams import Event, Stream, StreamRaceError, current_stream, default_str
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from . import nn, optim  # noqa: E402
 from . import graphs  # noqa: E402
+from ._segment import execution_mode, get_execution_mode, set_execution_mode  # noqa: E402
 from .graphs import Graph, graph, graph_pool_handle, make_graphed_callables  # noqa: E402
 from . import profiler, viz  # noqa: E402  (matplotlib is imported lazily, only to draw)
 from interop.dlpack import from_dlpack  # noqa: E402  (DLPack import; interop/ owns it)

@@ -13,6 +13,7 @@ first replay, as memory would; their arrays are donated to the executable.
 """
 from __future__ import annotations
 
+import math
 import operator
 import threading
 import time
@@ -48,7 +49,7 @@ class Buffer:
         self.shape = tuple(aval.shape)
         self.dtype = np.dtype(aval.dtype)
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
         self._val = None
         self.packed = None  # the Packed this buffer is one of, when its graph packs it
         self.owner = owner
@@ -58,8 +59,11 @@ class Buffer:
     @property
     def value(self):
         """The array of the last replay (None before the first); packed outputs are split on first read."""
-        if self._val is None and self.packed is not None and self.packed.flats is not None:
-            self.packed.unpack()
+        if self._val is None:
+            if self.owner.segment:
+                self.owner.flush()  # a tiered segment: a barrier (or a wait for the thread running it)
+            elif self.packed is not None and self.packed.flats is not None:
+                self.packed.unpack()
         return self._val
 
     def __repr__(self):
@@ -68,6 +72,9 @@ class Buffer:
     def missing(self, what="This tensor"):
         """The error for reading a buffer that has no value."""
         shape = f"shape {list(self.shape)}, dtype {self.dtype}"
+        if getattr(self.owner, "failed", None):
+            return RuntimeError(f"{what} ({shape}) has no value: the pending work that computes it failed when it "
+                                f"ran ({self.owner.failed}).")
         if self.owner.abandoned:
             return RuntimeError(f"{what} ({shape}) was created during a graph capture that was abandoned "
                                 f"({self.owner.abandoned}); it never gets a value. Recreate it outside the capture.")
@@ -202,6 +209,16 @@ def concrete(tree, capture=None):
     return jax.tree_util.tree_map(get, tree)
 
 
+def _settled(x):
+    """A tiered segment's buffer as its value (running the segment if it is pending); anything else as is.
+
+    A capture reads tensors afresh at every replay, so it must see arrays, not a segment's buffers."""
+    if type(x) is Buffer and x.owner.segment:
+        v = x.value
+        return v if v is not None else x
+    return x
+
+
 def _aval_key(x):
     if type(x) is Buffer:
         a = x.aval
@@ -230,7 +247,35 @@ def _eval_shape(fn, treedef, leaves):
     return hit
 
 
-class Capture:
+class Recorder:
+    """What capture and tiered segments share: steps of kernels on Buffers (see ``jgrad._segment``).
+
+    A step is ``(fn, treedef, refs, out indices, stream)``; a ref is ``("b", i)`` (buffer ``i`` of this
+    recorder), ``("i", k)`` (input ``k``), ``("c", k)`` (constant ``k``) or ``("l", type, value)`` (a
+    Python scalar frozen into the step). Subclasses decide what an array argument becomes (``_ref``).
+    """
+
+    segment = False   # a tiered segment (jgrad._segment), not a capture
+    pending = False   # a tiered segment not yet run (reading one of its buffers runs it)
+    active = False    # a capture under way
+    abandoned = None
+    failed_replay = None
+
+    def _append(self, fn, treedef, leaves, refs, stream):
+        """Record ``fn`` on ``leaves`` (already turned into ``refs``); return its outputs as Buffers."""
+        out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
+        outs = [self._new_buffer(a) for a in out_leaves]
+        self.steps.append((fn, treedef, refs, tuple(b.index for b in outs), stream))
+        return _tree_unflatten(out_tree, outs)
+
+    def _new_buffer(self, aval):
+        b = Buffer(aval, self, len(self.avals))
+        self.avals.append(aval)
+        self.buffers.append(weakref.ref(b))
+        return b
+
+
+class Capture(Recorder):
     """One capture under way (then its plan): the steps, inputs, constants and outputs."""
 
     def __init__(self, graph_name, stream):
@@ -267,12 +312,10 @@ class Capture:
                 if isinstance(t, Tensor) and type(t._data) is not Buffer:
                     self._tensor_input(t)
             leaves, treedef = _tree_flatten(args)
+            leaves = [_settled(x) for x in leaves]
             refs = tuple(self._ref(x) for x in leaves)
-            out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
-            outs = [self._new_buffer(a) for a in out_leaves]
-            self.steps.append((fn, treedef, refs, tuple(b.index for b in outs), stream))
             self.streams[stream] = self.streams.get(stream, 0) + 1
-            return _tree_unflatten(out_tree, outs)
+            return self._append(fn, treedef, leaves, refs, stream)
 
     def _ref(self, x):
         if type(x) is Buffer:
@@ -308,17 +351,11 @@ class Capture:
     def _tensor_input(self, t):
         if id(t) in self._slot_of_tensor:
             return
-        arr = t._data
+        arr = t._data = _settled(t._data)
         k = self._slot_of_array.get(id(arr))
         if k is None:
             k = self._slot_of_array[id(arr)] = self._add_input(("tensor", t), arr)
         self._slot_of_tensor[id(t)] = k
-
-    def _new_buffer(self, aval):
-        b = Buffer(aval, self, len(self.avals))
-        self.avals.append(aval)
-        self.buffers.append(weakref.ref(b))
-        return b
 
     def alias(self, array):
         """A buffer for what an input of this capture holds at each replay (saved tensors use it)."""
@@ -343,7 +380,7 @@ class Capture:
         """A generator draw during capture: the key becomes an input, its successor an output."""
         from .random import _split
         with self.lock:
-            key = gen._key
+            key = gen._key = _settled(gen._key)
             if type(key) is not Buffer:
                 if gen in self.rng:
                     raise CaptureError("The generator was reseeded during the capture of "

@@ -19,7 +19,7 @@ import numpy as np
 
 import weakref
 
-from . import _dtype, _tape
+from . import _dtype, _segment, _tape
 from ._device import get_default_device
 from ._tensor import Tensor
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
@@ -32,6 +32,8 @@ from .autograd.node import Node, SavedVariable, _SECOND_BACKWARD
 
 _ALL_OPS: list = []
 _weakref = weakref.ref
+_auto = _segment.auto  # [True] in "auto" (tiered) execution mode: kernels are recorded (Note [Tiered execution])
+_open_segments = _segment._open
 
 
 class Op:
@@ -238,11 +240,16 @@ class OpNode(Node):
             if _sanitizing[0]:
                 check_access([g for g in grads] + [_saved_view(s) for s in saved_vars or ()
                                                    if type(s) is SavedVariable], (), stream, self.name())
-            try:
-                res = kernel(saved, outs, raw)
-            except TypeError:
-                res = _run_with_buffers(kernel, (saved, outs, raw), stream)
-            _track(stream, [r for r in res if r is not None])
+            if _auto[0]:
+                dev = self.device
+                seg = _open_segments.get(dev) or _segment.segment_for(dev)
+                res = seg.record(kernel, (saved, outs, raw), stream)
+            else:
+                try:
+                    res = kernel(saved, outs, raw)
+                except TypeError:
+                    res = _run_with_buffers(kernel, (saved, outs, raw), stream)
+                _track(stream, [r for r in res if r is not None])
         dev = self.device
         out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
         if _sanitizing[0] and cap is None:
@@ -394,15 +401,21 @@ def call_foreach(op, targets, *args, **attrs):
     dev = targets[0]._device if targets else get_default_device()
     stream = _current_for(dev)
     cap = stream._capture
+    seg = None
     if cap is not None:
         outs = cap.record(kernel, arrays, stream, list(targets) + list(args))
     else:
         if _active_captures:
             _outside_capture(op.name, stream)
-        try:
-            outs = kernel(*arrays)
-        except TypeError:
-            outs = _run_with_buffers(kernel, arrays, stream)
+        if _auto[0]:
+            # Hyperparameters are dynamic inputs of the segment: a learning-rate schedule is not a new structure.
+            seg = _open_segments.get(dev) or _segment.segment_for(dev)
+            outs = seg.record(kernel, arrays, stream, dynamic_scalars=True)
+        else:
+            try:
+                outs = kernel(*arrays)
+            except TypeError:
+                outs = _run_with_buffers(kernel, arrays, stream)
     if len(outs) != len(targets):
         raise RuntimeError(f"{op.name} returned {len(outs)} values for {len(targets)} targets")
     for t, o in zip(targets, outs):
@@ -412,9 +425,11 @@ def call_foreach(op, targets, *args, **attrs):
             if cap is not None:
                 raise RuntimeError(f"{op.name}: update of dtype {o.dtype} for a tensor of dtype {t._data.dtype} "
                                    "cannot be captured; make the kernel return the tensor's dtype.")
-            o = o.astype(t._data.dtype)
+            o = seg.record(_cast(t._data.dtype), (o,), stream) if seg is not None else o.astype(t._data.dtype)
         if cap is not None:
             cap.write(t, o)
+        elif seg is not None:
+            o.holders.append(_weakref(t))
         t._data = o
         t._vc[0] += 1
     return targets
@@ -449,6 +464,8 @@ def _call(op, args, key, attrs, inplace):
     if _sanitizing[0]:
         check_access([a for a in args if isinstance(a, Tensor)], (inplace,) if inplace is not None else (),
                      stream, op.name)
+    if _auto[0]:
+        return _call_recorded(op, kernel, key, attrs, args, arrays, dev, stream, inplace, req)
     try:
         out = kernel(*arrays)
     except TypeError:
@@ -511,6 +528,49 @@ def _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inpla
     else:
         res = tuple(Tensor._make(o, dev, stream) for o in outs)
     return res if multi else res[0]
+
+
+def _call_recorded(op, kernel, key, attrs, args, arrays, dev, stream, inplace, req):
+    """``_call`` in auto mode: record the kernel into the device's pending segment; outputs are Buffers."""
+    seg = _open_segments.get(dev) or _segment.segment_for(dev)
+    out = seg.record(kernel, arrays, stream)
+    multi = type(out) is tuple
+    outs = out if multi else (out,)
+    if inplace is not None:
+        res0 = outs[0]
+        if _check_inplace(op, inplace, res0):
+            res0 = seg.record(_cast(inplace._data.dtype), (res0,), stream)
+            outs = (res0,) + tuple(outs[1:])
+        res0.holders.append(_weakref(inplace))  # the barrier rebinds it to the value
+        inplace._stream = stream
+    if req and op.differentiable and _state.grad_enabled:
+        res = _tape.record(OpNode.__new__(OpNode), op, key, attrs, args, outs, dev, stream, inplace)
+    elif inplace is not None:
+        inplace._data = outs[0]
+        inplace._vc[0] += 1
+        res = (inplace,) + tuple(Tensor._make(o, dev, stream) for o in outs[1:])
+    elif not multi:
+        res = Tensor._make(out, dev, stream)
+        if _sanitizing[0]:
+            record_new((res,), stream, op.name)
+        return res
+    else:
+        res = tuple(Tensor._make(o, dev, stream) for o in outs)
+    if _sanitizing[0]:
+        record_new([t for t in res if t is not inplace], stream, op.name)
+    return res if multi else res[0]
+
+
+_CASTS: dict = {}
+
+
+def _cast(dtype):
+    """The cached kernel casting to ``dtype`` (in-place results of another dtype, recorded)."""
+    fn = _CASTS.get(dtype)
+    if fn is None:
+        dt = np.dtype(dtype)
+        fn = _CASTS[dtype] = jax.jit(lambda a: a.astype(dt))
+    return fn
 
 
 def _outside_capture(what, stream):

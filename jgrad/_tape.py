@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtype
-from ._capture import Buffer
+from ._capture import Buffer, _settled
 from ._tensor import Tensor
 from .autograd.anomaly import record_forward_trace
 from .autograd.grad_mode import state as _state
@@ -86,8 +86,10 @@ def _scan_inputs(op, args, inplace, stream, with_edges):
 def _alias_saved(saved, cap):
     """Saved tensors of a captured node hold the value of each replay, not the value at capture."""
     for sv in saved:
-        if type(sv) is SavedVariable and type(sv.data) is not Buffer:
-            sv.data = cap.alias(sv.data)
+        if type(sv) is SavedVariable:
+            sv.data = _settled(sv.data)  # a tiered segment's result: its value
+            if type(sv.data) is not Buffer:
+                sv.data = cap.alias(sv.data)
 
 
 def _edges(inputs):

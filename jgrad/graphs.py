@@ -20,9 +20,10 @@ import itertools
 import operator
 import time
 
-from . import _capture, _dispatch, profiler as _profiler
+from . import _capture, _dispatch, _segment, profiler as _profiler
 from ._capture import Buffer as _Buffer
 from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
+from ._segment import SegmentCacheInfo, segment_cache_clear, segment_cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
 
@@ -82,6 +83,7 @@ class Graph:
         default stream, the one non-default current stream of another device (so
         ``with jg.stream(jg.Stream("gpu:0")): g.capture_begin()`` captures on the GPU).
         """
+        _segment.flush_all()  # a capture beginning is a barrier of tiered execution
         s = _capturing_stream()
         if self._plan is not None or (self._cap is not None and self._cap.active):
             raise RuntimeError("This Graph instance already owns a captured graph. To capture a new graph, "

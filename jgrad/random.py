@@ -11,6 +11,8 @@ import threading
 import jax
 import numpy as np
 
+from . import _segment
+from ._capture import Buffer as _Buffer
 from .streams import _current_for
 
 
@@ -44,13 +46,22 @@ class Generator:
         s = _current_for(self.device)
         if s._capture is not None:
             return s._capture.next_key(self, s)  # the key is threaded through the executable
+        if _segment.auto[0]:  # tiered mode: the split is recorded, the key a pending result
+            seg = _segment.segment_for(self.device)
+            with self._lock:
+                self._key, sub = seg.record(_split, (self._key,), s)
+                seg.gens.append(self)
+            return sub
         with self._lock:
             self._key, sub = _split(self._key)
         return sub
 
     def get_state(self):
         from .ops.creation import tensor
-        return tensor(np.asarray(self._key))
+        key = self._key
+        if type(key) is _Buffer:
+            key = key.value  # a pending segment's result: a barrier
+        return tensor(np.asarray(key))
 
     def set_state(self, state) -> "Generator":
         arr = state._value if hasattr(state, "_value") else np.asarray(state)

@@ -28,6 +28,10 @@ from ._device import device as _device, get_default_device
 _ids = itertools.count(1)
 _PRUNE_EVERY = 1024
 
+# Tiered execution (jgrad._segment installs it): run the pending work of a device (None: of every device)
+# before the host waits on, or asks about, a stream's work. Streams never import the dispatch layer.
+_barrier = [lambda device: None]
+
 
 class StreamRaceError(RuntimeError):
     """Two accesses to a tensor on different streams with no synchronization between them."""
@@ -96,6 +100,7 @@ class Stream:
     def synchronize(self) -> None:
         """Block the host until all work issued on this stream so far has finished."""
         _host_sync_hook("Stream.synchronize()", self)
+        _barrier[0](self.device)
         for a in self._live():
             a.block_until_ready()
         self._pending = []
@@ -103,6 +108,7 @@ class Stream:
 
     def query(self) -> bool:
         """Whether all work issued on this stream so far has finished."""
+        _barrier[0](self.device)
         live = self._live()
         if all(a.is_ready() for a in live):
             self._pending = []
@@ -130,6 +136,8 @@ class Event:
     def record(self, stream: Stream | None = None) -> None:
         """Capture the current state of ``stream`` (the current stream when None)."""
         stream = current_stream() if stream is None else stream
+        if stream._capture is None:
+            _barrier[0](stream.device)  # the event marks work issued so far: pending work runs first
         self._stream = stream
         self._vc = dict(stream._vc)
         self._arrays = [weakref.ref(a) for a in stream._live()]
@@ -284,6 +292,7 @@ def synchronize(device=None) -> None:
     _host_sync_hook("jgrad.synchronize()", None)
     import jax
     dev = _device(device) if device is not None else None
+    _barrier[0](dev)
     for arr in jax.live_arrays():
         if dev is None or dev.jax_device in arr.devices():
             arr.block_until_ready()

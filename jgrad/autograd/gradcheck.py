@@ -65,7 +65,7 @@ def _analytical_jacobians(func, inputs, diff_idx):
             onehot[k] = 1
             g = Tensor._make(np.asarray(onehot.reshape(out.shape)), out.device)
             from jax import device_put
-            g._data = device_put(g._data, out.device.jax_device)
+            g._data = device_put(g._value, out.device.jax_device)
             if not out._req:
                 grads = [None] * len(diff_idx)
             else:
@@ -119,7 +119,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         grad_outputs = [Tensor._make(np.asarray(rng.standard_normal(o.shape), o.dtype.np), o.device) for o in outs]
         from jax import device_put
         for g, o in zip(grad_outputs, outs):
-            g._data = device_put(g._data, o.device.jax_device)
+            g._data = device_put(g._value, o.device.jax_device)
     grad_outputs = _as_tuple(grad_outputs)
 
     def first(*args):

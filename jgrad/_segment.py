@@ -1,0 +1,445 @@
+"""Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
+
+Imports ``_capture`` (the shared recorder core and its compile helpers) and nothing of the op
+library; ``_dispatch``, the engine's ``OpNode`` and ``random`` call ``record``/``segment_for``.
+
+Note [Tiered execution]
+~~~~~~~~~~~~~~~~~~~~~~~
+Why: in "eager" mode every op and every backward node is one XLA dispatch (~50 us of host time
+on a GPU machine, ~5-10 us on a CPU). In "auto" mode ``_dispatch`` records the kernel call instead
+(``Segment.record``, on the recorder core capture uses: ``Recorder._append``, ``Buffer``) and hands
+back tensors whose storage is a ``Buffer``: shape and dtype at once, a value later. Everything
+PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes, devices, version counters,
+leaf in-place) still runs at the op's line; only the kernels wait.
+
+What the key holds: a segment walks a trie while it records. Each step moves from the current
+trie node to the child keyed by (kernel, argument tree, refs, stream index, avals of arrays the
+segment sees for the first time). A ref names a buffer of this segment by its index, an input by
+the order it first appeared in, or a Python scalar by type and value (frozen, as a CUDA graph
+freezes kernel arguments; optimizers' hyperparameters are the exception: ``call_foreach`` passes
+them as dynamic inputs so a learning-rate schedule does not make every step a new structure).
+So the trie node reached *is* the structure of everything recorded so far, found incrementally:
+no walk over the segment at the barrier. The node also remembers its step's output avals, so a
+repeated structure skips ``eval_shape``. At the barrier the key is completed by which buffers
+are still referenced (weak references: a tensor, a saved tensor, a ``.grad``, a generator key
+holds them); dead intermediates never leave the executable, so XLA fuses them away.
+
+What the barriers are: reading a value (``item``, ``tolist``, ``numpy``, ``bool``, ``repr``,
+``__array__``, DLPack and interop exports, a captured graph's replay reading an input), stream
+and device ``synchronize``/``query``, events' ``synchronize``/``query``/``elapsed_time``, a
+capture beginning, switching to eager mode, an op reading a tensor of another device's pending
+segment, and the size cap ``max_steps``. Hooks, custom Functions and anomaly mode see tensors;
+reading one of their values is a barrier like any other.
+
+Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
+kernel, as eager mode would have run it: no compile latency for code run once). When the same
+structure (trie node and live outputs) reaches a barrier ``compile_after`` times, it is compiled
+as one executable, in a background thread by default (that barrier still runs op by op), and
+from then on runs as that executable. A structure that never repeats never compiles. Counts:
+``jgrad.graphs.segment_cache_info()``.
+
+Streams: jgrad's streams are bookkeeping over JAX's data-ordered dispatch, so a segment holds the
+work of every stream of its device in recorded order; the sanitizer checks accesses at the op as
+in eager mode. A capture records on its own (``Capture``), after a barrier at its start.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+import warnings
+import weakref
+
+import jax
+
+from ._capture import Buffer, Recorder, _Progress, _eval_shape, _region_runner, _tree_flatten, _tree_unflatten
+from ._capture import compiler_options
+
+_MODES = ("auto", "eager")
+
+
+def _mode_from_env():
+    mode = os.environ.get("JGRAD_EXECUTION", "").strip().lower() or "eager"
+    if mode not in _MODES:
+        raise ValueError(f"JGRAD_EXECUTION must be 'auto' or 'eager', got {mode!r}.")
+    return mode
+
+
+#: The hot-path flag ``_dispatch`` reads: [True] in "auto" mode.
+auto = [_mode_from_env() == "auto"]
+
+#: A structure is compiled when it reaches a barrier this many times (the first time runs op by op).
+compile_after = 2
+#: Segments with fewer steps run op by op always (one kernel compiled again as one executable gains nothing).
+min_steps = 2
+#: The size cap: a segment this long runs at once (a loop that never reads a value is cut here).
+max_steps = 4096
+#: Compile in a background thread (the barrier that starts a compile runs op by op meanwhile).
+background_compile = True
+#: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
+max_structures = 50_000
+
+_lock = threading.RLock()
+_open: dict = {}   # device -> its pending Segment
+
+
+def set_execution_mode(mode: str) -> None:
+    """Choose how ops run: ``"auto"`` (tiered: recorded, run at barriers, compiled once hot) or ``"eager"``."""
+    if mode not in _MODES:
+        raise ValueError(f"execution mode must be 'auto' or 'eager', got {mode!r}.")
+    if mode == "eager":
+        flush_all()
+    auto[0] = mode == "auto"
+
+
+def get_execution_mode() -> str:
+    """The current execution mode, ``"auto"`` or ``"eager"``."""
+    return "auto" if auto[0] else "eager"
+
+
+class execution_mode:
+    """Context manager: run the block in ``mode`` (``"auto"`` or ``"eager"``), then restore the previous mode."""
+
+    def __init__(self, mode: str):
+        if mode not in _MODES:
+            raise ValueError(f"execution mode must be 'auto' or 'eager', got {mode!r}.")
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = get_execution_mode()
+        set_execution_mode(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        set_execution_mode(self.prev)
+        return False
+
+
+def flush_all() -> None:
+    """Run every pending segment (a barrier for all devices)."""
+    for seg in list(_open.values()):
+        seg.flush()
+
+
+def flush_device(device) -> None:
+    """Run the pending segment of ``device``, if any."""
+    seg = _open.get(device)
+    if seg is not None:
+        seg.flush()
+
+
+def _barrier(device) -> None:
+    if _open:
+        flush_all() if device is None else flush_device(device)
+
+
+def segment_for(device) -> "Segment":
+    """The pending segment of ``device`` (a new one when none is pending)."""
+    seg = _open.get(device)
+    if seg is None:
+        with _lock:
+            seg = _open.get(device)
+            if seg is None:
+                seg = _open[device] = Segment(device)
+    return seg
+
+
+# ---- statistics ------------------------------------------------------------------------
+class SegmentCacheInfo:
+    """Counts of tiered execution since the last ``segment_cache_clear()``."""
+
+    __slots__ = ("segments", "ops", "structures", "interpreted", "compiled_runs", "compiles", "compile_seconds",
+                 "compile_failures")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k, 0))
+
+    @property
+    def hit_rate(self) -> float:
+        """Fraction of segments that ran as a compiled executable."""
+        return self.compiled_runs / self.segments if self.segments else 0.0
+
+    def _asdict(self):
+        return {k: getattr(self, k) for k in self.__slots__} | {"hit_rate": self.hit_rate}
+
+    def __repr__(self):
+        return ("SegmentCacheInfo(" + ", ".join(f"{k}={getattr(self, k)!r}" if k != "compile_seconds" else
+                                                f"{k}={self.compile_seconds:.3f}" for k in self.__slots__)
+                + f", hit_rate={self.hit_rate:.2f})")
+
+
+_stats = SegmentCacheInfo()
+
+
+def segment_cache_info() -> SegmentCacheInfo:
+    """Segments run, ops recorded, structures seen, runs op by op vs compiled, compiles and their time."""
+    return SegmentCacheInfo(**{k: getattr(_stats, k) for k in SegmentCacheInfo.__slots__})
+
+
+def segment_cache_clear() -> None:
+    """Forget every structure and compiled segment (statistics start again); waits for compiles under way."""
+    global _root
+    with _lock:
+        for seg in list(_open.values()):
+            seg.flush()
+        _root = _Node(None)
+        _node_count[0] = 0
+        for k in SegmentCacheInfo.__slots__:
+            setattr(_stats, k, 0)
+
+
+def wait_compiles() -> None:
+    """Block until background compiles started so far have finished (tests and benchmarks use it)."""
+    for t in list(_compiling):
+        t.join()
+
+
+# ---- the structure trie ------------------------------------------------------------------
+class _Node:
+    """A structure prefix: its children by step key, its step's output avals, its plans by live outputs."""
+
+    __slots__ = ("children", "out", "plans")
+
+    def __init__(self, out):
+        self.children = {}
+        self.out = out
+        self.plans = None
+
+
+_root = _Node(None)
+_node_count = [0]
+
+
+class _Entry:
+    """One structure at a barrier: how often seen, its executable once compiled."""
+
+    __slots__ = ("seen", "compiled", "thread", "failed")
+
+    def __init__(self):
+        self.seen, self.compiled, self.thread, self.failed = 0, None, None, None
+
+
+_compiling: set = set()
+_SCALARS = (int, float, bool, complex)
+
+
+def _input_aval(x):
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval
+    if type(x) in _SCALARS:
+        return type(x)
+    return (type(x), getattr(x, "shape", None), str(getattr(x, "dtype", "")))
+
+
+# ---- the segment -------------------------------------------------------------------------
+class Segment(Recorder):
+    """The pending work of one device in auto mode."""
+
+    segment = True
+
+    def __init__(self, device):
+        self.device = device
+        self.pending = True
+        self.failed = None
+        self.steps = []
+        self.avals = []
+        self.buffers = []       # weakrefs of the buffers, by index
+        self.inputs = []        # the arrays (and dynamic scalars) the segment reads
+        self._slot = {}         # id(array) -> input index
+        self.streams = {}       # stream -> index (part of the key)
+        self.gens = []          # generators whose key this segment advanced
+        self.node = _root
+
+    def record(self, fn, args, stream, dynamic_scalars=False):
+        """Record ``fn(*args)`` (a pytree of arrays, Buffers and scalars); return its outputs as Buffers."""
+        with _lock:
+            if not self.pending:
+                return segment_for(self.device).record(fn, args, stream, dynamic_scalars)
+            leaves, treedef = _tree_flatten(args)
+            refs = []
+            new = ()
+            slot = self._slot
+            for j, x in enumerate(leaves):
+                tx = type(x)
+                if tx is Buffer:
+                    if x.owner is self:
+                        refs.append(("b", x.index))
+                        continue
+                    v = x.value  # another device's pending segment runs here; a capture's buffer has its replay's
+                    if v is None:
+                        raise x.missing("A tensor this op reads")
+                    leaves[j] = x = v
+                elif tx in _SCALARS and not dynamic_scalars:
+                    refs.append(("l", tx.__name__, x))
+                    continue
+                k = slot.get(id(x))
+                if k is None:
+                    k = slot[id(x)] = len(self.inputs)
+                    self.inputs.append(x)
+                    new += (_input_aval(x),)
+                refs.append(("i", k))
+            refs = tuple(refs)
+            st = self.streams.get(stream)
+            if st is None:
+                st = self.streams[stream] = len(self.streams)
+            key = (fn, treedef, refs, st, new)
+            child = self.node.children.get(key)
+            if child is None:
+                # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
+                out = _eval_shape(fn, treedef, leaves)
+                if _node_count[0] >= max_structures:
+                    _restart_trie()
+                child = self.node.children[key] = _Node(out)
+                _node_count[0] += 1
+            self.node = child
+            out_leaves, out_tree = child.out
+            outs = [self._new_buffer(a) for a in out_leaves]
+            self.steps.append((fn, treedef, refs, tuple(b.index for b in outs), stream))
+            _stats.ops += 1
+            result = _tree_unflatten(out_tree, outs)
+            if len(self.steps) >= max_steps:
+                self.flush()
+            return result
+
+    # ---- the barrier --------------------------------------------------------------------
+    def flush(self):
+        """Run the recorded work: op by op the first times, as one cached executable once hot."""
+        with _lock:
+            if not self.pending:
+                return
+            self.pending = False
+            if _open.get(self.device) is self:
+                del _open[self.device]
+            live = [b for b in (r() for r in self.buffers) if b is not None]
+            try:
+                if live:
+                    vals = self._run(live)
+                else:
+                    vals = []
+            except BaseException as e:
+                self.failed = f"{type(e).__name__}: {e}"
+                self._drop()
+                raise
+            for b, v in zip(live, vals):
+                b._val = v
+                for r in b.holders:
+                    t = r()
+                    if t is not None and t._data is b:
+                        t._data = v
+                b.holders = []
+            for gen in self.gens:
+                k = gen._key
+                if type(k) is Buffer and k.owner is self:
+                    gen._key = k._val
+            if vals:
+                for s in self.streams:
+                    s._issued(vals[-1:])
+            self._drop()
+
+    def _drop(self):
+        # Buffers keep their segment (owner): let go of what it holds.
+        self.steps = self.inputs = self.buffers = self.gens = None
+        self._slot = None
+
+    def _run(self, live):
+        out_idx = tuple(b.index for b in live)
+        node = self.node
+        if node.plans is None:
+            node.plans = {}
+        entry = node.plans.get(out_idx)
+        if entry is None:
+            entry = node.plans[out_idx] = _Entry()
+            _stats.structures += 1
+        entry.seen += 1
+        _stats.segments += 1
+        exe = entry.compiled
+        if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
+                and len(self.steps) >= min_steps:
+            self._start_compile(entry, out_idx)
+            exe = entry.compiled
+        if exe is not None:
+            try:
+                vals = exe(*self.inputs)
+            except Exception as e:  # noqa: BLE001 - e.g. an input on another device than when compiled
+                entry.compiled, entry.failed = None, f"{type(e).__name__}: {e}"
+            else:
+                _stats.compiled_runs += 1
+                return vals
+        _stats.interpreted += 1
+        return self._interpret(out_idx)
+
+    def _interpret(self, out_idx):
+        """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
+        env = {("i", k): v for k, v in enumerate(self.inputs)}
+        _region_runner(self.steps, {}, False)(env)
+        return [env[("b", i)] for i in out_idx]
+
+    def _start_compile(self, entry, out_idx):
+        steps, specs, device = self.steps, [_spec(x) for x in self.inputs], self.device
+
+        def work():
+            t0 = time.perf_counter()
+            try:
+                exe = _compile(steps, specs, out_idx, device)
+            except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
+                entry.failed = f"{type(e).__name__}: {e}"
+                _stats.compile_failures += 1
+                warnings.warn(f"jgrad: compiling a segment of {len(steps)} ops failed ({entry.failed}); it keeps "
+                              "running op by op.", RuntimeWarning, stacklevel=2)
+            else:
+                entry.compiled = exe
+                _stats.compiles += 1
+                _stats.compile_seconds += time.perf_counter() - t0
+            finally:
+                _compiling.discard(threading.current_thread())
+
+        if not background_compile:
+            entry.thread = True
+            work()
+            return
+        t = threading.Thread(target=work, name="jgrad-segment-compile", daemon=True)
+        entry.thread = t
+        _compiling.add(t)
+        t.start()
+
+
+def _restart_trie():
+    global _root
+    _root = _Node(None)
+    _node_count[0] = 0
+    for seg in _open.values():
+        seg.node = _Node(None)  # its structure so far is forgotten: it will not match a cached plan
+
+
+def _spec(x):
+    if isinstance(x, jax.Array):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type, sharding=x.sharding)
+    return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
+
+
+def _compile(steps, specs, out_idx, device):
+    runner = _region_runner(steps, {}, False)
+
+    def run(*ins):
+        env = {("i", k): v for k, v in enumerate(ins)}
+        runner(env)
+        return [env[("b", i)] for i in out_idx]
+
+    with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"):
+        warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
+        lowered = jax.jit(run).lower(*specs)
+        options = compiler_options(device.type != "cpu", False)
+        return lowered.compile(compiler_options=options) if options else lowered.compile()
+
+
+def _install():
+    from . import streams
+    streams._barrier[0] = _barrier
+    # A compile thread still inside XLA when the interpreter exits can crash it: let them finish.
+    atexit.register(wait_compiles)
+
+
+_install()
