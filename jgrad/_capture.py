@@ -67,6 +67,8 @@ class Buffer:
         return self._val
 
     def __repr__(self):
+        if self.owner.segment:
+            return f"<pending buffer {list(self.shape)} {self.dtype} of a tiered segment on {self.owner.device}>"
         return f"<captured buffer {list(self.shape)} {self.dtype} of {self.owner.graph_name}>"
 
     def missing(self, what="This tensor"):

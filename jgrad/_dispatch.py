@@ -34,6 +34,7 @@ _ALL_OPS: list = []
 _weakref = weakref.ref
 _auto = _segment.auto  # [True] in "auto" (tiered) execution mode: kernels are recorded (Note [Tiered execution])
 _open_segments = _segment._open
+_NOT_RECORDED = _segment.NOT_RECORDED
 
 
 class Op:
@@ -240,11 +241,12 @@ class OpNode(Node):
             if _sanitizing[0]:
                 check_access([g for g in grads] + [_saved_view(s) for s in saved_vars or ()
                                                    if type(s) is SavedVariable], (), stream, self.name())
+            res = _NOT_RECORDED
             if _auto[0]:
                 dev = self.device
                 seg = _open_segments.get(dev) or _segment.segment_for(dev)
                 res = seg.record(kernel, (saved, outs, raw), stream)
-            else:
+            if res is _NOT_RECORDED:
                 try:
                     res = kernel(saved, outs, raw)
                 except TypeError:
@@ -407,11 +409,14 @@ def call_foreach(op, targets, *args, **attrs):
     else:
         if _active_captures:
             _outside_capture(op.name, stream)
+        outs = _NOT_RECORDED
         if _auto[0]:
             # Hyperparameters are dynamic inputs of the segment: a learning-rate schedule is not a new structure.
             seg = _open_segments.get(dev) or _segment.segment_for(dev)
             outs = seg.record(kernel, arrays, stream, dynamic_scalars=True)
-        else:
+            if outs is _NOT_RECORDED:
+                seg = None
+        if outs is _NOT_RECORDED:
             try:
                 outs = kernel(*arrays)
             except TypeError:
@@ -465,7 +470,9 @@ def _call(op, args, key, attrs, inplace):
         check_access([a for a in args if isinstance(a, Tensor)], (inplace,) if inplace is not None else (),
                      stream, op.name)
     if _auto[0]:
-        return _call_recorded(op, kernel, key, attrs, args, arrays, dev, stream, inplace, req)
+        res = _call_recorded(op, kernel, key, attrs, args, arrays, dev, stream, inplace, req)
+        if res is not _NOT_RECORDED:
+            return res
     try:
         out = kernel(*arrays)
     except TypeError:
@@ -534,6 +541,8 @@ def _call_recorded(op, kernel, key, attrs, args, arrays, dev, stream, inplace, r
     """``_call`` in auto mode: record the kernel into the device's pending segment; outputs are Buffers."""
     seg = _open_segments.get(dev) or _segment.segment_for(dev)
     out = seg.record(kernel, arrays, stream)
+    if out is _NOT_RECORDED:
+        return out
     multi = type(out) is tuple
     outs = out if multi else (out,)
     if inplace is not None:

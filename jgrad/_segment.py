@@ -223,6 +223,10 @@ class _Entry:
 
 _compiling: set = set()
 _SCALARS = (int, float, bool, complex)
+_Tracer = jax.core.Tracer
+
+#: What ``Segment.record`` returns for a call it did not record (a jax tracer among the arguments).
+NOT_RECORDED = object()
 
 
 def _input_aval(x):
@@ -254,7 +258,11 @@ class Segment(Recorder):
         self.node = _root
 
     def record(self, fn, args, stream, dynamic_scalars=False):
-        """Record ``fn(*args)`` (a pytree of arrays, Buffers and scalars); return its outputs as Buffers."""
+        """Record ``fn(*args)`` (a pytree of arrays, Buffers and scalars); return its outputs as Buffers.
+
+        Returns ``NOT_RECORDED`` (recording nothing) when an argument is a jax tracer: jgrad ops called
+        inside a jax transformation (``interop.jax.functionalize``) are traced as in eager mode.
+        """
         with _lock:
             if not self.pending:
                 return segment_for(self.device).record(fn, args, stream, dynamic_scalars)
@@ -262,38 +270,47 @@ class Segment(Recorder):
             refs = []
             new = ()
             slot = self._slot
-            for j, x in enumerate(leaves):
-                tx = type(x)
-                if tx is Buffer:
-                    if x.owner is self:
-                        refs.append(("b", x.index))
+            inputs = self.inputs
+            n_in = len(inputs)
+            try:
+                for j, x in enumerate(leaves):
+                    tx = type(x)
+                    if tx is Buffer:
+                        if x.owner is self:
+                            refs.append(("b", x.index))
+                            continue
+                        v = x.value  # another device's pending segment runs here; a capture's buffer: its replay's
+                        if v is None:
+                            raise x.missing("A tensor this op reads")
+                        leaves[j] = x = v
+                    elif tx in _SCALARS and not dynamic_scalars:
+                        refs.append(("l", tx.__name__, x))
                         continue
-                    v = x.value  # another device's pending segment runs here; a capture's buffer has its replay's
-                    if v is None:
-                        raise x.missing("A tensor this op reads")
-                    leaves[j] = x = v
-                elif tx in _SCALARS and not dynamic_scalars:
-                    refs.append(("l", tx.__name__, x))
-                    continue
-                k = slot.get(id(x))
-                if k is None:
-                    k = slot[id(x)] = len(self.inputs)
-                    self.inputs.append(x)
-                    new += (_input_aval(x),)
-                refs.append(("i", k))
-            refs = tuple(refs)
-            st = self.streams.get(stream)
-            if st is None:
-                st = self.streams[stream] = len(self.streams)
-            key = (fn, treedef, refs, st, new)
-            child = self.node.children.get(key)
-            if child is None:
-                # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
-                out = _eval_shape(fn, treedef, leaves)
-                if _node_count[0] >= max_structures:
-                    _restart_trie()
-                child = self.node.children[key] = _Node(out)
-                _node_count[0] += 1
+                    k = slot.get(id(x))
+                    if k is None:
+                        if isinstance(x, _Tracer):
+                            self._forget_inputs(n_in)
+                            return NOT_RECORDED
+                        k = slot[id(x)] = len(inputs)
+                        inputs.append(x)
+                        new += (_input_aval(x),)
+                    refs.append(("i", k))
+                refs = tuple(refs)
+                st = self.streams.get(stream)
+                if st is None:
+                    st = self.streams[stream] = len(self.streams)
+                key = (fn, treedef, refs, st, new)
+                child = self.node.children.get(key)
+                if child is None:
+                    # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
+                    out = _eval_shape(fn, treedef, leaves)
+                    if _node_count[0] >= max_structures:
+                        _restart_trie()
+                    child = self.node.children[key] = _Node(out)
+                    _node_count[0] += 1
+            except BaseException:
+                self._forget_inputs(n_in)  # the op raised at its line: the segment is as before it
+                raise
             self.node = child
             out_leaves, out_tree = child.out
             outs = [self._new_buffer(a) for a in out_leaves]
@@ -303,6 +320,11 @@ class Segment(Recorder):
             if len(self.steps) >= max_steps:
                 self.flush()
             return result
+
+    def _forget_inputs(self, n):
+        for x in self.inputs[n:]:
+            del self._slot[id(x)]
+        del self.inputs[n:]
 
     # ---- the barrier --------------------------------------------------------------------
     def flush(self):

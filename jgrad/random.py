@@ -49,9 +49,11 @@ class Generator:
         if _segment.auto[0]:  # tiered mode: the split is recorded, the key a pending result
             seg = _segment.segment_for(self.device)
             with self._lock:
-                self._key, sub = seg.record(_split, (self._key,), s)
-                seg.gens.append(self)
-            return sub
+                res = seg.record(_split, (self._key,), s)
+                if res is not _segment.NOT_RECORDED:
+                    self._key, sub = res
+                    seg.gens.append(self)
+                    return sub
         with self._lock:
             self._key, sub = _split(self._key)
         return sub

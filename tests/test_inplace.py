@@ -207,7 +207,7 @@ def test_copy_casts_and_broadcasts_like_pytorch():
 def test_copy_leaves_other_holders_of_the_old_array_intact():
     x = jg.zeros(2, 3)
     x.copy_(jg.ones(2, 3))
-    held = x._data                                  # a user's reference to the jax array
+    held = x._value                                 # a user's reference to the jax array
     d = x.detach()                                  # an alias sharing the array
     x.copy_(jg.full((2, 3), 7.0))
     assert not held.is_deleted()

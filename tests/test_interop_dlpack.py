@@ -22,7 +22,7 @@ def np_dtype(name):
 
 
 def jptr(t):
-    arr = t._data if isinstance(t, jg.Tensor) else t
+    arr = t._value if isinstance(t, jg.Tensor) else t
     return arr.unsafe_buffer_pointer()
 
 

@@ -26,6 +26,8 @@ RANDPERM = Op("randperm", lambda k, n, dtype: jax.random.permutation(_key(k), n)
 BERNOULLI = Op("bernoulli", lambda k, p: jax.random.bernoulli(_key(k), p).astype(p.dtype), differentiable=False)
 UNIFORM_ = Op("uniform_", lambda a, k, lo, hi: jax.random.uniform(_key(k), a.shape, a.dtype, lo, hi),
               lambda ctx, g: (None, None, None, None), save=())
+NORMAL = Op("normal", lambda k, shape, dtype, mean, std: mean + std * jax.random.normal(_key(k), shape, dtype),
+            differentiable=False)
 NORMAL_ = Op("normal_", lambda a, k, mean, std: mean + std * jax.random.normal(_key(k), a.shape, a.dtype),
              lambda ctx, g: (None, None, None, None), save=())
 
@@ -92,7 +94,12 @@ def bernoulli(input, *, generator=None):
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
-    return randn(*size, generator=generator, dtype=dtype, device=device) * std + mean
+    """Normal samples with scalar ``mean`` and ``std`` (one kernel, as ``torch.normal``)."""
+    if size is None:
+        raise TypeError("normal() with scalar mean and std needs 'size'")
+    dt = _dtype.canonical(dtype)
+    return call(NORMAL, _key_tensor(generator, _dev(device)), shape=_sizes(size), dtype=dt.np, mean=float(mean),
+                std=float(std))
 
 
 @tensor_method("uniform_")
