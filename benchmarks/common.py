@@ -101,6 +101,8 @@ def _collect(obj, out):
         out.append(data)
         return
     if data is not None and hasattr(data, "packed"):  # a graph's output: its value, or the packed arrays
+        if data._val is None and getattr(data.owner, "pending", False):
+            data.value  # a pending tiered segment ("auto" mode): run it (a barrier)
         if data._val is not None:
             out.append(data._val)
         elif data.packed is not None and data.packed.flats is not None:

@@ -38,30 +38,71 @@ class CaptureError(RuntimeError):
     """Something a graph capture cannot record; the capture is abandoned, jgrad stays usable."""
 
 
+def aval_info(aval):
+    """((shape, numpy dtype), jgrad dtype or None, differentiable) of a jax aval, cached per aval.
+
+    What recording a node reads of every input and output: reading it off a jax aval each time
+    (Python properties, ``jnp.issubdtype``) costs more than the rest of recording an op.
+    """
+    info = _INFO.get(aval)
+    if info is None:
+        from . import _dtype
+        dt = np.dtype(aval.dtype)
+        try:
+            jg_dtype = _dtype.from_np(dt)
+        except TypeError:  # a dtype jgrad has no name for (a uint32 generator key)
+            jg_dtype = None
+        info = _INFO[aval] = ((tuple(aval.shape), dt), jg_dtype, bool(jax.numpy.issubdtype(dt, jax.numpy.inexact)))
+    return info
+
+
+_INFO: dict = {}
+
+
+def buffer_proto(aval):
+    """What every Buffer of this aval holds besides its owner: made once, copied into each (``Buffer.made``)."""
+    info = aval_info(aval)
+    shape = info[0][0]
+    return (aval, shape, info[0][1], len(shape), math.prod(shape), info)
+
+
 class Buffer:
     """A captured array: known shape and dtype, a value once its graph has replayed."""
 
-    __slots__ = ("aval", "shape", "dtype", "ndim", "size", "_val", "packed", "owner", "index", "holders",
+    __slots__ = ("aval", "shape", "dtype", "ndim", "size", "info", "_val", "packed", "owner", "index", "holders",
                  "__weakref__")
 
     def __init__(self, aval, owner, index):
-        self.aval = aval
-        self.shape = tuple(aval.shape)
-        self.dtype = np.dtype(aval.dtype)
-        self.ndim = len(self.shape)
-        self.size = math.prod(self.shape)
+        self.aval, self.shape, self.dtype, self.ndim, self.size, self.info = buffer_proto(aval)
         self._val = None
         self.packed = None  # the Packed this buffer is one of, when its graph packs it
         self.owner = owner
         self.index = index
         self.holders = []  # weakrefs of the tensors bound to this buffer
 
+    @classmethod
+    def made(cls, proto, owner, index):
+        """A Buffer from ``buffer_proto(aval)`` (the recording hot path: no aval is read)."""
+        b = object.__new__(cls)
+        b.aval, b.shape, b.dtype, b.ndim, b.size, b.info = proto
+        b._val = b.packed = None
+        b.owner, b.index, b.holders = owner, index, []
+        return b
+
     @property
     def value(self):
         """The array of the last replay (None before the first); packed outputs are split on first read."""
         if self._val is None:
             if self.owner.segment:
-                self.owner.flush()  # a tiered segment: a barrier (or a wait for the thread running it)
+                if self.owner.pending:
+                    self.owner.flush()  # a tiered segment: a barrier
+                if self._val is None and self.packed is not None:
+                    v = self._val = self.packed.read(self)  # came back packed: slice it out
+                    for r in self.holders:
+                        t = r()
+                        if t is not None and t._data is self:
+                            t._data = v
+                    self.holders = []
             elif self.packed is not None and self.packed.flats is not None:
                 self.packed.unpack()
         return self._val

@@ -379,6 +379,21 @@ def call(op, *args, **attrs):
     return _call(op, args, tuple(attrs.items()) if attrs else (), attrs, None)
 
 
+def call_factory(op, device, *scalars, **attrs):
+    """Run ``op`` on Python ``scalars`` and no tensor (``full``, ``arange``...), placing its result on ``device``.
+
+    Recorded in "auto" mode; during a capture it runs at once, as factories always have: the tensor then
+    exists before the captured work that uses it (optimizer state made by a captured first ``step()`` is
+    carried from replay to replay, not made afresh by each).
+    """
+    key = tuple(attrs.items())
+    if _current_for(device)._capture is not None:
+        kernel = op._kernels.get(key) or op.kernel(key, attrs)
+        with jax.default_device(device.jax_device):
+            return Tensor._make(kernel(*scalars), device)
+    return _call(op, scalars, key, attrs, None, device)
+
+
 def call_inplace(op, target, *args, **attrs):
     """Run ``op`` on ``(target, *args)`` and rebind ``target`` to the result (``add_`` ...)."""
     if target._req and target._grad_fn is None and _state.grad_enabled:
@@ -440,7 +455,7 @@ def call_foreach(op, targets, *args, **attrs):
     return targets
 
 
-def _call(op, args, key, attrs, inplace):
+def _call(op, args, key, attrs, inplace, device=None):
     kernel = op._kernels.get(key) or op.kernel(key, attrs)
     dev = None
     req = False
@@ -459,7 +474,7 @@ def _call(op, args, key, attrs, inplace):
         else:
             arrays.append(a)
     if dev is None:
-        dev = get_default_device()
+        dev = device or get_default_device()
     stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     cap = stream._capture
     if cap is not None:
@@ -474,7 +489,11 @@ def _call(op, args, key, attrs, inplace):
         if res is not _NOT_RECORDED:
             return res
     try:
-        out = kernel(*arrays)
+        if device is None:
+            out = kernel(*arrays)
+        else:  # a factory: jax places what a jitted function of no arrays makes on its default device
+            with jax.default_device(dev.jax_device):
+                out = kernel(*arrays)
     except TypeError:
         out = _run_with_buffers(kernel, arrays, stream)
     multi = type(out) is tuple
@@ -649,3 +668,6 @@ def materialize(tensor):
             return d.value
         raise d.missing()
     raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")
+
+
+from . import _backward_plan  # noqa: E402,F401  (installs the engine's fast path; it needs OpNode)

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtype
-from ._capture import Buffer, _settled
+from ._capture import Buffer, _settled, aval_info
 from ._tensor import Tensor
 from .autograd.anomaly import record_forward_trace
 from .autograd.grad_mode import state as _state
@@ -59,8 +59,11 @@ def _scan_inputs(op, args, inplace, stream, with_edges):
                 saved.append(a if save_all or i in save else None)
             continue
         d = a._data
-        info = _AVAL_INFO.get(getattr(d, "aval", None))
-        in_avals.append(info[0] if info is not None else _shape_dtype(a))
+        if type(d) is Buffer:
+            in_avals.append(d.info[0])
+        else:
+            info = _AVAL_INFO.get(getattr(d, "aval", None))
+            in_avals.append(info[0] if info is not None else _shape_dtype(a))
         if with_edges:
             fn = a._grad_fn
             if fn is not None:
@@ -105,14 +108,11 @@ def _outputs(node, outs, dev, stream, inplace):
     results = []
     shared = stream._out_meta
     for i, o in enumerate(outs):
-        aval = o.aval
-        info = _AVAL_INFO.get(aval) or _array_info(o)
+        info = o.info if type(o) is Buffer else (_AVAL_INFO.get(o.aval) or _array_info(o))
         differentiable = info[2]
-        meta = shared.get(aval)
+        meta = shared.get(info)
         if meta is None:
-            meta = InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream)
-            if type(o) is not Buffer:
-                shared[aval] = meta
+            meta = shared[info] = InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream)
         metas.append(meta)
         if i == 0 and inplace is not None:
             results.append(_rebind(inplace, o, node))
@@ -148,15 +148,14 @@ def _shape_dtype(t):
 
 def _array_info(x):
     """((shape, numpy dtype), jgrad dtype, differentiable) of an array or a captured Buffer."""
+    if type(x) is Buffer:
+        return x.info
     aval = getattr(x, "aval", None)
     info = _AVAL_INFO.get(aval)
     if info is None:
-        dt = np.dtype(x.dtype)
-        try:
-            jg_dtype = _dtype.from_np(dt)
-        except TypeError:  # an input jgrad has no dtype for (a uint32 generator key)
-            jg_dtype = None
-        info = ((tuple(x.shape), dt), jg_dtype, bool(jnp.issubdtype(dt, jnp.inexact)))
-        if type(x) is not Buffer and aval is not None:
-            _AVAL_INFO[aval] = info
+        if aval is not None:
+            info = _AVAL_INFO[aval] = aval_info(aval)
+        else:  # a NumPy array
+            from jax.core import ShapedArray
+            info = aval_info(ShapedArray(x.shape, x.dtype))
     return info

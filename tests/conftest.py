@@ -1,7 +1,11 @@
 """Test setup: float64 on (gradcheck needs it) and 4 virtual CPU devices, so the engine's
 device-thread paths run on a CPU-only machine. Both must be set before JAX starts.
 
-CI budget: hypothesis draws few examples (tests/_op_helpers.py; JGRAD_TEST_THOROUGH=1 draws more)."""
+CI budget: hypothesis draws few examples (tests/_op_helpers.py; JGRAD_TEST_THOROUGH=1 draws more).
+
+Execution modes: every test runs twice, in "eager" and in "auto" (tiered) execution mode (ids end in
+``[eager]``/``[auto]``); ``--execution-mode eager|auto`` (or JGRAD_TEST_EXECUTION) runs one of them.
+A test marked ``@pytest.mark.one_execution_mode`` runs once, in the mode it sets up itself."""
 import os
 
 os.environ.setdefault("JAX_ENABLE_X64", "1")
@@ -18,6 +22,47 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+
+MODES = ("eager", "auto")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--execution-mode", choices=("both",) + MODES,
+                     default=os.environ.get("JGRAD_TEST_EXECUTION", "both"),
+                     help="jgrad execution mode(s) every test runs in (default: both)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "one_execution_mode: run this test once, not once per execution mode")
+
+
+def pytest_generate_tests(metafunc):
+    if "_execution_mode" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("one_execution_mode") is not None:
+        return  # the fixture's default: eager mode, which the test changes itself
+    chosen = metafunc.config.getoption("--execution-mode")
+    modes = MODES if chosen == "both" else (chosen,)
+    metafunc.parametrize("_execution_mode", modes, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def _execution_mode(request):
+    """Run the test in the parametrized execution mode (the environment too, for subprocesses), then flush."""
+    import jgrad as jg
+    mode = getattr(request, "param", "eager")
+    before = os.environ.get("JGRAD_EXECUTION")
+    os.environ["JGRAD_EXECUTION"] = mode
+    jg.set_execution_mode(mode)
+    try:
+        yield mode
+    finally:
+        jg.set_execution_mode("eager")  # a barrier: nothing pending leaks into the next test
+        if before is None:
+            os.environ.pop("JGRAD_EXECUTION", None)
+        else:
+            os.environ["JGRAD_EXECUTION"] = before
 
 
 @pytest.fixture(autouse=True)

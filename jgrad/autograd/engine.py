@@ -409,6 +409,11 @@ def _call_post_hooks(fn, outputs, inputs):
     return outputs
 
 
+# Ways to run a whole backward pass other than node by node, tried in order by ``execute``: each
+# returns what ``execute`` would, or NotImplemented. ``jgrad._backward_plan`` installs one (Note
+# [Backward plans]); the engine never imports it.
+fast_paths: list = []
+
 # Observers of node execution (the profiler): each has ``node_begin(task, fn)`` and
 # ``node_end(task, fn, outputs)`` (outputs None when it raised), called on the thread that runs it.
 node_observers: list = []
@@ -757,6 +762,10 @@ class Engine:
             _warn_create_graph_cycle()
         if not accumulate_grad and not outputs:
             raise ValueError("grad requires non-empty inputs.")
+        for fast in fast_paths:  # "auto" mode: a pass with no user code in it, as one recorded step
+            res = fast(self, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs)
+            if res is not NotImplemented:
+                return res
         if not self._started:
             self._start_device_threads()
         if _tls.local_ready_queue is None:

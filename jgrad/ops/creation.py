@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _dtype
 from .._device import device as _device, from_jax as _device_from_jax, get_default_device
+from .._dispatch import Op, call_factory
 from .._tensor import Tensor
 from ._registry import tensor_method
 
@@ -93,16 +94,18 @@ def _shape(size):
     return tuple(int(s) for s in size)
 
 
+FULL = Op("full", lambda value, shape, dtype: jnp.full(shape, value, dtype), differentiable=False)
+
+
 def _filled(shape, value, dtype, device, requires_grad):
     dt = _dtype.canonical(dtype) if dtype is not None else None
     if dt is None:
         dt = _dtype.get_default_dtype() if isinstance(value, float) or value is None else (
             _dtype.bool if isinstance(value, bool) else _dtype._index_dtype() if isinstance(value, int)
             else _dtype.get_default_dtype())
-    dev = _target_device(device)
-    with jax.default_device(dev.jax_device):
-        arr = jnp.full(shape, 0 if value is None else value, dt.np)
-    t = Tensor._make(arr, dev)
+    if isinstance(value, Tensor):
+        value = value.item()
+    t = call_factory(FULL, _target_device(device), 0 if value is None else value, shape=shape, dtype=dt.np)
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -12,7 +12,7 @@ from collections import OrderedDict, defaultdict
 from copy import deepcopy
 from itertools import chain
 
-from .. import _dtype
+from .. import _dtype, _segment
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
 from ..nn.hooks import RemovableHandle
@@ -50,6 +50,7 @@ def _with_step_hooks(step):
         out = step(self, *args, **kwargs)
         for post_hook in list(self._optimizer_step_post_hooks.values()):
             post_hook(self, args, kwargs)
+        _segment.step_boundary()
         return out
 
     wrapper._hooked = True

@@ -1,0 +1,401 @@
+"""The engine's fast path in "auto" mode: a whole backward pass recorded as one step.
+
+Imported by ``_dispatch`` (it knows ``OpNode``); installs itself into the engine, which never
+imports it (``autograd.engine.fast_paths``).
+
+Note [Backward plans]
+~~~~~~~~~~~~~~~~~~~~~
+Why: in "auto" mode a node's kernel is only recorded, so what a backward pass costs is the
+engine's own Python: the ready queue, input buffers, hook and stream checks, one record per node
+(~15-45 us a node). When no user code can run during the pass, none of that is observable: the
+order the engine would run the nodes in, which gradients it sums in which order, what each node's
+``needs_input_grad`` mask is and which gradient ends up in which ``.grad`` are all functions of the
+graph's structure. So the pass is planned once per structure, by simulating the engine on the
+graph (its own ``GraphTask`` computes dependencies and ``exec_info``; the loop mirrors
+``thread_main``/``evaluate_function``/``_dispatch_outputs``), and the plan's steps become one jax
+function, recorded into the segment as a single step. Compiled, it is part of the step's one
+executable; run op by op (the first tier), it calls each node's own cached backward kernel, as the
+engine would have.
+
+What the key holds: every node reachable from the roots, ranked by ``sequence_nr`` (creation
+order, which fixes the engine's order; AccumulateGrad ties keep discovery order), each with its op,
+attributes, input avals and edges given as ranks; the roots, the ``inputs=`` edges, whether
+gradients accumulate, and gradient trimming. Equal keys are isomorphic graphs run in the same order.
+
+When it applies (else the engine runs as usual, with every semantic of engine.cpp): "auto" mode,
+no capture under way, no ``create_graph``, no anomaly mode, no stream sanitizer, no profiler observing nodes, not inside
+another backward; every node an op's ``OpNode`` or a leaf's ``AccumulateGrad``, on one stream that
+is the caller's current stream; no tensor, node, retains_grad or post-accumulate hook anywhere; no
+saved tensor modified in place, no node already freed (the engine raises those errors itself). So
+the fast path changes no result, only who computes it: the same kernels, the same sums in the
+same order, PyTorch's AccumulateGrad rules for ``.grad``.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import jax
+import jax.numpy as jnp
+
+from . import _segment
+from ._capture import abstract
+from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
+from ._tensor import Tensor
+from .autograd import engine as _engine_mod
+from .autograd.engine import GraphTask, _tls, _trimming, node_observers, validate_outputs
+from .autograd.grad_mode import state as _state
+from .autograd.node import AccumulateGrad, GraphRoot, SavedVariable
+from .streams import _current_for, _san, active_captures as _active_captures
+
+#: Plans kept before the cache starts afresh.
+max_plans = 10_000
+#: Turn the fast path off (the engine then runs every backward node by node in "auto" mode too).
+enabled = True
+
+_plans: dict = {}
+_auto = _segment.auto
+_SKIP = object()  # the plan of a structure the fast path declines (e.g. the engine would raise)
+
+
+def _eligible_node(fn, stream):
+    """Whether the engine would run ``fn`` without user code, on ``stream``."""
+    if fn._stream is not stream or fn._tensor_pre_hooks or fn._retains_grad_hooks or fn._pre_hooks \
+            or fn._post_hooks:
+        return False
+    t = type(fn)
+    if t is OpNode:
+        return not fn.released
+    if t is AccumulateGrad:
+        var = fn.variable
+        return var._grad_fn is None and not var._hooks and not var._post_acc_hooks
+    return False
+
+
+def _walk(root_edges, stream):
+    """Every node reachable from the roots (None when one is not eligible), in discovery order."""
+    seen = set()
+    nodes = []
+    stack = [e[0] for e in reversed(root_edges)]
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        if not _eligible_node(fn, stream):
+            return None
+        nodes.append(fn)
+        for e in reversed(fn.next_edges):
+            if e is not None and e[0] not in seen:
+                stack.append(e[0])
+    return nodes
+
+
+def _structure_key(nodes, root_edges, outputs, accumulate_grad):
+    nodes.sort(key=_seq_key)
+    rank = {fn: i for i, fn in enumerate(nodes)}
+    parts = []
+    for fn in nodes:
+        edges = tuple((rank[e[0]], e[1]) if e is not None else None for e in fn.next_edges)
+        if type(fn) is OpNode:
+            parts.append((fn.op, fn.key, fn.in_avals, fn.tensor_pos, edges))
+        else:
+            parts.append(edges)
+    key = (tuple(parts), tuple((rank[e[0]], e[1]) for e in root_edges),
+           tuple((rank.get(e[0], -1), e[1]) for e in outputs), accumulate_grad, _trimming[0])
+    return key, rank
+
+
+def _seq_key(fn):
+    return -fn.sequence_nr
+
+
+def try_execute(engine, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):
+    """Run the backward pass through a plan, or return NotImplemented (the engine then runs it)."""
+    if not (_auto[0] and enabled) or create_graph or _state.anomaly_enabled or node_observers or _san[0] \
+            or _tls.graph_task is not None or not root_edges:
+        return NotImplemented
+    stream = root_edges[0][0]._stream
+    if stream is None or stream._capture is not None or _active_captures or _current_for(stream.device) is not stream:
+        return NotImplemented  # a capture records the engine's nodes itself
+    for g in grads:
+        if g is None or g._stream not in (stream, None):
+            return NotImplemented
+    nodes = _walk(root_edges, stream)
+    if nodes is None:
+        return NotImplemented
+    key, rank = _structure_key(nodes, root_edges, outputs, accumulate_grad)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= max_plans:
+            _plans.clear()
+        plan = _plans[key] = _Plan.build(engine, root_edges, grads, outputs, accumulate_grad, nodes, rank)
+    if plan is _SKIP:
+        return NotImplemented
+    args = plan.arguments(nodes)
+    if args is None:
+        return NotImplemented
+    seg = _segment.segment_for(stream.device)
+    res = seg.record(plan.fn, args + ([g._data for g in grads],), stream)
+    if res is _segment.NOT_RECORDED:
+        return NotImplemented
+    return plan.finish(nodes, res, keep_graph, stream)
+
+
+class _Plan:
+    """One structure's backward: the steps (kernels and where their gradients come from), as one function."""
+
+    __slots__ = ("steps", "executed", "leaves", "captured", "kernels", "fn")
+
+    @classmethod
+    def build(cls, engine, root_edges, grads, outputs, accumulate_grad, nodes, rank):
+        try:
+            return cls(engine, root_edges, grads, outputs, accumulate_grad, nodes, rank)
+        except _Decline:
+            return _SKIP
+
+    def __init__(self, engine, root_edges, grads, outputs, accumulate_grad, nodes, rank):
+        sim = _Simulation(engine, root_edges, grads, outputs, accumulate_grad, rank)
+        self.steps = sim.steps          # (node rank, mask, reads, input gradients (value lists | zeros spec))
+        self.executed = sim.executed    # ranks of the OpNodes the engine would run (and then free)
+        self.leaves = sim.leaves        # (AccumulateGrad rank, value list)
+        self.captured = sim.captured    # per grad() input: value list or None
+        self.kernels = [nodes[r].op.backward_kernel(nodes[r].key, nodes[r].attrs, m, nodes[r].in_avals)
+                        for r, m, _, _ in self.steps]
+        self.fn = self._function()
+
+    def _function(self):
+        steps, kernels = self.steps, self.kernels
+        leaves, captured = self.leaves, [c for c in self.captured if c]
+
+        def backward_pass(saved, saved_out, seeds):
+            vals = {}
+
+            def value(contribs):
+                v = vals[contribs[0]] if contribs[0][0] != "seed" else seeds[contribs[0][1]]
+                for c in contribs[1:]:
+                    v = v + (vals[c] if c[0] != "seed" else seeds[c[1]])
+                return v
+
+            for j, (kernel, (_, _, _, ins)) in enumerate(zip(kernels, steps)):
+                g = tuple(value(c) if type(c) is list else jnp.zeros(c[0], c[1]) for c in ins)
+                res = kernel(saved[j], saved_out[j], g)
+                for p, r in enumerate(res):
+                    if r is not None:
+                        vals[("out", j, p)] = r
+            return tuple(value(c) for _, c in leaves) + tuple(value(c) for c in captured)
+
+        backward_pass.__name__ = f"backward_pass_of_{len(steps)}_nodes"
+        return backward_pass
+
+    def arguments(self, nodes):
+        """(saved, saved outputs) per step, version-checked as the engine would; None if a check fails."""
+        saved_all, outs_all = [], []
+        for (r, mask, reads, _), kernel in zip(self.steps, self.kernels):
+            fn = nodes[r]
+            if fn.released or fn.op.backward_kernel(fn.key, fn.attrs, mask, fn.in_avals) is not kernel:
+                return None
+            sv = fn.saved
+            if sv is None:
+                saved_all.append(())
+            else:
+                row = []
+                for s, read in zip(sv, reads[0]):
+                    if type(s) is SavedVariable:
+                        if read and s.vc[0] != s.version:
+                            return None  # the engine raises the in-place modification error
+                        row.append(s.data)
+                    else:
+                        row.append(s)
+                saved_all.append(tuple(row))
+            so = fn.saved_out
+            if so:
+                row = []
+                for s, read in zip(so, reads[1]):
+                    if read and s.vc[0] != s.version:
+                        return None
+                    row.append(s.data)
+                outs_all.append(tuple(row))
+            else:
+                outs_all.append(())
+        return (saved_all, outs_all)
+
+    def finish(self, nodes, res, keep_graph, stream):
+        """AccumulateGrad's rules for every leaf, the ``grad()`` results, then free the saved tensors."""
+        dev = stream.device
+        prev = _state.grad_enabled
+        _state.grad_enabled = False  # as on the engine's thread: grad mode is create_graph (off)
+        try:
+            for k, (r, _) in enumerate(self.leaves):
+                acc = nodes[r]
+                var = acc.variable
+                if not var._req:
+                    continue
+                new = Tensor._make(res[k], dev, stream)
+                with acc.mutex:
+                    if var._grad is None:
+                        var._grad = new  # accumulate_grad.h steals a gradient nobody else holds
+                    elif var._grad._req:
+                        var._grad = var._grad + new
+                    else:
+                        var._grad._inplace_accumulate(new)
+        finally:
+            _state.grad_enabled = prev
+        out = []
+        k = len(self.leaves)
+        for c in self.captured:
+            if c:
+                out.append(Tensor._make(res[k], dev, stream))
+                k += 1
+            else:
+                out.append(None)
+        if not keep_graph:
+            for r in self.executed:
+                nodes[r].release_variables()
+        return out
+
+
+class _Decline(Exception):
+    """The simulation met something the fast path leaves to the engine."""
+
+
+class _Simulation:
+    """The engine's loop over symbolic gradients: which kernel runs when, summing what."""
+
+    def __init__(self, engine, root_edges, grads, outputs, accumulate_grad, rank):
+        task = GraphTask(True, False, 0, None, [e[0] for e in root_edges])
+        single = len(root_edges) == 1
+        graph_root = root_edges[0][0] if single else GraphRoot(root_edges, list(grads))
+        min_topo = min((e[0].topological_nr for e in outputs), default=0) if outputs else 0
+        engine._compute_dependencies(graph_root, task, min_topo)
+        if outputs:
+            task.init_to_execute(graph_root, outputs, accumulate_grad, min_topo)
+        self.rank, self.task = rank, task
+        self.steps, self.leaves, self.executed = [], [], []
+        self.captured = [None] * len(task.captured_vars)
+        self.heap, self.not_ready, self.tiebreak = [], {}, itertools.count()
+        if single:
+            buf = [[] for _ in graph_root.input_metadata]
+            buf[root_edges[0][1]].append(("seed", 0))
+        else:
+            buf = []
+        self._push(graph_root, buf)
+        while self.heap:
+            fn, buf = heapq.heappop(self.heap)[2:]
+            self._evaluate(fn, buf, graph_root, single)
+        if self.not_ready:
+            raise _Decline("could not compute gradients for some functions")
+
+    def _push(self, fn, buf):
+        heapq.heappush(self.heap, (-fn.sequence_nr, next(self.tiebreak), fn, buf))
+
+    def _should_execute(self, fn):
+        info = self.task.exec_info.get(fn)
+        return info is not None and info.should_execute()
+
+    def _evaluate(self, fn, inputs, graph_root, single):
+        exec_info = self.task.exec_info
+        if exec_info:
+            info = exec_info.get(fn)
+            if info is None:
+                return
+            if info.captures:
+                for input_nr, output_idx in info.captures:
+                    self.captured[output_idx] = list(inputs[input_nr]) or None
+            if not info.needed:
+                return
+        if fn is graph_root and not single:
+            outs = [[("seed", k)] for k in range(len(fn.next_edges))]
+        elif type(fn) is AccumulateGrad:
+            if inputs[0]:
+                self.leaves.append((self.rank[fn], list(inputs[0])))
+            return
+        else:
+            self.executed.append(self.rank[fn])
+            outs = self._op_node(fn, inputs)
+        self._dispatch(fn, outs)
+
+    def _op_node(self, fn, inputs):
+        """OpNode.apply on symbolic gradients: a step, and its outputs per edge (value lists or None)."""
+        edges = fn.next_edges
+        mask = tuple([self._mask(e) for e in edges])
+        if True not in mask or all(not c for c in inputs):
+            return [None] * len(edges)
+        ins = [list(c) if c else (m.shape, m.dtype.np) for c, m in zip(inputs, fn.input_metadata)]
+        pos = fn.tensor_pos
+        if pos is not None:
+            full = [False] * len(fn.in_avals)
+            for j, p in enumerate(pos):
+                full[p] = mask[j]
+            mask = tuple(full)
+        kernel = fn.op.backward_kernel(fn.key, fn.attrs, mask, fn.in_avals)
+        saved = tuple((s.data if type(s) is SavedVariable else s) for s in fn.saved) if fn.saved is not None else ()
+        saved_out = tuple(s.data for s in fn.saved_out) if fn.saved_out else ()
+        g_avals = tuple(jax.ShapeDtypeStruct(m.shape, m.dtype.np) for m in fn.input_metadata)
+        res = jax.eval_shape(kernel, abstract(saved), abstract(saved_out), g_avals)
+        rk = (fn.op, fn.key, mask, fn.in_avals)
+        reads = _KERNEL_READS.get(rk)
+        if reads is None:
+            reads = _KERNEL_READS[rk] = _kernel_reads(kernel, fn.saved or (), fn.saved_out or (),
+                                                      [_Abstract(a) for a in g_avals])
+        j = len(self.steps)
+        self.steps.append((self.rank[fn], mask, reads, ins))
+        outs = [[("out", j, p)] if r is not None else None for p, r in enumerate(res)]
+        return outs if pos is None else [outs[p] for p in pos]
+
+    def _mask(self, edge):
+        if edge is None:
+            return False
+        if not self.task.exec_info or not _trimming[0]:
+            return True
+        return self._should_execute(edge[0])
+
+    def _dispatch(self, fn, outs):
+        """_dispatch_outputs: dependencies, input buffers (a gradient is a list of values summed in order)."""
+        exec_info = self.task.exec_info
+        deps, not_ready = self.task.dependencies, self.not_ready
+        for i, edge in enumerate(fn.next_edges):
+            if edge is None:
+                continue
+            nxt, input_nr = edge
+            count = deps.get(nxt)
+            if count is None:
+                raise _Decline(f"dependency not found for {nxt.name()}")
+            ready = count == 1
+            if ready:
+                del deps[nxt]
+            else:
+                deps[nxt] = count - 1
+            buf = not_ready.get(nxt)
+            if buf is None:
+                if exec_info and not self._should_execute(nxt):
+                    continue
+                buf = [[] for _ in nxt.input_metadata]
+                if outs[i] is not None:
+                    buf[input_nr].extend(outs[i])
+                if ready:
+                    self._push(nxt, buf)
+                else:
+                    not_ready[nxt] = buf
+            else:
+                if outs[i] is not None:
+                    buf[input_nr].extend(outs[i])
+                if ready:
+                    del not_ready[nxt]
+                    self._push(nxt, buf)
+
+
+class _Abstract:
+    """What ``_kernel_reads`` reads of a gradient tensor: ``._data`` (an aval is enough)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, aval):
+        self._data = aval
+
+
+def _install():
+    _engine_mod.fast_paths.append(try_execute)
+
+
+_install()

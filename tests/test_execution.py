@@ -1,0 +1,410 @@
+"""Tiered execution ("auto" mode): the API, the tiers, and semantics that must not change.
+
+These tests set the execution mode themselves (``one_execution_mode``); the rest of the suite runs
+once per mode (tests/conftest.py).
+"""
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import jgrad as jg
+from jgrad import _backward_plan, _segment, nn
+
+pytestmark = pytest.mark.one_execution_mode
+
+
+@pytest.fixture
+def tiers(monkeypatch):
+    """Auto mode with compiles in the foreground (deterministic counts) and fresh statistics."""
+    monkeypatch.setattr(_segment, "background_compile", False)
+    jg.graphs.segment_cache_clear()
+    with jg.execution_mode("auto"):
+        yield jg.graphs.segment_cache_info
+
+
+def _np(t):
+    return np.asarray(t.detach().numpy() if t.requires_grad else t.numpy())
+
+
+# ---- the API --------------------------------------------------------------------------------
+def test_mode_api_and_context_manager():
+    assert jg.get_execution_mode() == "eager"
+    with jg.execution_mode("auto"):
+        assert jg.get_execution_mode() == "auto"
+        with jg.execution_mode("eager"):
+            assert jg.get_execution_mode() == "eager"
+        assert jg.get_execution_mode() == "auto"
+    assert jg.get_execution_mode() == "eager"
+    jg.set_execution_mode("auto")
+    try:
+        assert jg.get_execution_mode() == "auto"
+    finally:
+        jg.set_execution_mode("eager")
+
+
+@pytest.mark.parametrize("bad", ["lazy", "AUTO ", 1, None])
+def test_bad_mode_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="execution mode must be 'auto' or 'eager'"):
+        jg.set_execution_mode(bad)
+    with pytest.raises(ValueError, match="execution mode must be 'auto' or 'eager'"):
+        jg.execution_mode(bad)
+    assert jg.get_execution_mode() == "eager"
+
+
+def test_environment_variable_sets_the_default():
+    code = "import jgrad as jg; print(jg.get_execution_mode())"
+    env = {k: v for k, v in os.environ.items() if k != "JGRAD_EXECUTION"}
+    for value, want in (("auto", "auto"), ("eager", "eager"), (" Auto ", "auto")):
+        out = subprocess.run([sys.executable, "-c", code], env=env | {"JGRAD_EXECUTION": value}, capture_output=True,
+                             text=True, timeout=120)
+        assert out.stdout.strip() == want, out.stderr
+    out = subprocess.run([sys.executable, "-c", code], env=env | {"JGRAD_EXECUTION": "fast"}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0 and "JGRAD_EXECUTION must be 'auto' or 'eager', got 'fast'" in out.stderr
+
+
+def test_switching_to_eager_runs_pending_work():
+    with jg.execution_mode("auto"):
+        y = jg.arange(4.0) * 3
+        assert type(y._data).__name__ == "Buffer"  # recorded, not run
+    assert isinstance(y._data, jax.Array)  # the switch was a barrier
+    np.testing.assert_array_equal(y.numpy(), [0.0, 3.0, 6.0, 9.0])
+
+
+# ---- the tiers ------------------------------------------------------------------------------
+def _loop_body(x, w):
+    return ((x @ w).tanh() * 2 + 1).sum()
+
+
+def test_repeated_loop_compiles_once_then_hits(tiers):
+    x, w = jg.randn(4, 3), jg.randn(3, 5)
+    jg.synchronize()
+    start = tiers()
+    values = [_loop_body(x, w).item() for _ in range(6)]
+    info = tiers()
+    assert info.compiles - start.compiles == 1
+    # op by op until seen compile_after times; that run compiles (here in the foreground) and runs compiled
+    assert info.interpreted - start.interpreted == _segment.compile_after - 1
+    assert info.compiled_runs - start.compiled_runs == 6 - _segment.compile_after + 1
+    want = float(jnp.sum(jnp.tanh(x._value @ w._value) * 2 + 1))
+    np.testing.assert_allclose(values, want, rtol=1e-5)
+
+
+def test_structure_seen_once_never_compiles(tiers):
+    x = jg.randn(5, 5)
+    before = tiers()
+    v = ((x * 2).exp().sum(0) - 1).numpy()
+    after = tiers()
+    assert after.compiles == before.compiles and after.interpreted == before.interpreted + 1
+    np.testing.assert_allclose(v, np.exp(2 * x.numpy()).sum(0) - 1, rtol=1e-6)
+
+
+def test_shapes_that_change_every_step_stay_correct(tiers):
+    before = tiers()
+    for n in range(1, 9):
+        a = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        t = jg.tensor(a, requires_grad=True)
+        loss = (t * t).sum()
+        loss.backward()
+        np.testing.assert_allclose(t.grad.numpy(), 2 * a)
+        assert loss.item() == pytest.approx(float((a * a).sum()))
+    assert tiers().compiles == before.compiles  # no shape was seen twice
+
+
+def test_cache_info_counts_and_clear(tiers):
+    x = jg.ones(3)
+    for _ in range(3):
+        (x + 1).sum().item()
+    info = tiers()
+    assert info.segments >= 3 and info.ops >= 6 and info.structures >= 1
+    assert 0.0 <= info.hit_rate <= 1.0 and "hit_rate" in repr(info)
+    jg.graphs.segment_cache_clear()
+    assert tiers().segments == 0 and tiers().compiles == 0
+
+
+def test_size_cap_runs_a_long_segment(tiers, monkeypatch):
+    monkeypatch.setattr(_segment, "max_steps", 10)
+    y = jg.ones(3)
+    for _ in range(25):
+        y = y + 1
+    assert tiers().segments >= 2  # cut twice on the way, no barrier needed
+    np.testing.assert_array_equal(y.numpy(), [26.0, 26.0, 26.0])
+
+
+def test_optimizer_step_is_a_soft_barrier(tiers):
+    p = jg.nn.Parameter(jg.ones(3))
+    opt = jg.optim.SGD([p], lr=0.5)
+    (p * 2).sum().backward()
+    assert _segment._open  # forward and backward are pending
+    opt.step()
+    assert not _segment._open  # the step's end ran them
+    np.testing.assert_allclose(p.detach().numpy(), [0.0, 0.0, 0.0])
+
+
+def _mlp_run(mode, steps=8, optimizer="adam", pack=None, monkeypatch=None):
+    jg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Dropout(0.2), nn.Linear(16, 3))
+    opt = jg.optim.Adam(model.parameters(), lr=0.01) if optimizer == "adam" else \
+        jg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((5, 6), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32))
+            for _ in range(steps)]
+    losses = []
+    with jg.execution_mode(mode):
+        for xv, yv in data:
+            opt.zero_grad(set_to_none=True)
+            loss = nn.functional.mse_loss(model(jg.tensor(xv)), jg.tensor(yv))
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        values = [l.item() for l in losses] + [float(x) for p in model.parameters() for x in _np(p).ravel()]
+    return np.array(values)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("pack", [False, True], ids=["unpacked", "packed-as-on-gpu"])
+def test_training_loop_equals_eager_mode(tiers, monkeypatch, optimizer, pack):
+    monkeypatch.setattr(_segment, "pack_outputs", pack)
+    eager = _mlp_run("eager", optimizer=optimizer)
+    auto = _mlp_run("auto", optimizer=optimizer)
+    np.testing.assert_allclose(auto, eager, rtol=2e-5, atol=1e-6)  # XLA fusion may round differently
+    assert tiers().compiled_runs > 0  # the later steps ran compiled
+
+
+def test_packed_outputs_are_read_and_their_flat_donated(tiers, monkeypatch):
+    monkeypatch.setattr(_segment, "pack_outputs", True)
+    p = jg.nn.Parameter(jg.ones(4))
+    opt = jg.optim.SGD([p], lr=0.25)
+    packs = []  # not the buffers: holding one would keep its pack alive (and undonated)
+    for _ in range(6):
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+        d = p._data
+        if type(d).__name__ == "Buffer" and d._val is None and d.packed is not None:
+            packs.append(d.packed)
+        del d
+    assert packs, "no output came back packed"
+    flats = [f for pk in packs[:-1] for f in pk.flats]
+    assert any(f.is_deleted() for f in flats), "no dead pack was donated to the next run"
+    np.testing.assert_allclose(p.detach().numpy(), np.full(4, 0.5 ** 6), rtol=1e-6)  # p <- p - 0.25 * 2p
+
+
+# ---- semantics that must not change -----------------------------------------------------------
+def test_random_draws_equal_eager_mode(tiers):
+    draws = {}
+    for mode in ("eager", "auto"):
+        with jg.execution_mode(mode):
+            jg.manual_seed(123)
+            a = [jg.rand(3) for _ in range(4)] + [jg.randn(2, 2), jg.normal(1.0, 2.0, (3,))]
+            x = jg.ones(100)
+            d = nn.functional.dropout(x, 0.5)
+            draws[mode] = [t.numpy().copy() for t in a + [d]]
+    for e, a in zip(draws["eager"], draws["auto"]):
+        np.testing.assert_array_equal(a, e)
+
+
+def _errors(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize("case", ["shape", "matmul", "dtype-inplace", "leaf-inplace", "device", "version",
+                                  "second-backward", "int-requires-grad"])
+def test_errors_are_raised_at_the_op_as_in_eager_mode(case):
+    def make():
+        a = jg.randn(3, 4)
+        w = jg.randn(4, requires_grad=True)
+        return a, w
+
+    def run():
+        a, w = make()
+        if case == "shape":
+            return a + jg.ones(5)
+        if case == "matmul":
+            return a @ jg.ones(3, 3)
+        if case == "dtype-inplace":
+            return jg.ones(3, dtype=jg.int32).add_(jg.ones(3) * 0.5)
+        if case == "leaf-inplace":
+            return w.mul_(2)
+        if case == "device":
+            return a + jg.ones(3, 4, device="cpu:1")
+        if case == "version":
+            y = w * 1.0
+            z = (y * y).sum()
+            y.add_(1)
+            return z.backward()
+        if case == "second-backward":
+            z = (w.exp()).sum()
+            z.backward()
+            return z.backward()
+        if case == "int-requires-grad":
+            return jg.ones(2, dtype=jg.int32).requires_grad_()
+
+    with jg.execution_mode("eager"):
+        want = _errors(run)
+    assert want is not None
+    with jg.execution_mode("auto"):
+        got = _errors(run)
+        assert got == want
+        # the recorder is usable after the error
+        np.testing.assert_allclose((jg.ones(2) * 3).numpy(), [3.0, 3.0])
+
+
+def test_hooks_functions_and_anomaly_see_values():
+    seen = []
+
+    class Square(jg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            seen.append(("forward", x.detach().numpy().tolist()))  # reading a value inside: a barrier
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            seen.append(("backward", g.numpy().tolist()))
+            return 2 * x * g
+
+    with jg.execution_mode("auto"):
+        x = jg.tensor([1.0, 2.0], requires_grad=True)
+        y = Square.apply(x + 1)
+        y.register_hook(lambda g: seen.append(("hook", g.numpy().tolist())))
+        with jg.autograd.detect_anomaly():
+            (y * 3).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), [12.0, 18.0])
+    assert seen == [("forward", [2.0, 3.0]), ("hook", [3.0, 3.0]), ("backward", [3.0, 3.0])]
+
+
+def test_capture_works_inside_auto_mode(tiers):
+    x = jg.ones(3) * 2  # pending when the capture begins
+    g = jg.Graph()
+    with jg.graph(g):
+        y = (x * 3).exp()
+    g.replay()
+    np.testing.assert_allclose(y.numpy(), np.exp(np.full(3, 6.0)), rtol=1e-6)
+    x.copy_(jg.zeros(3))
+    g.replay()
+    np.testing.assert_allclose(y.numpy(), np.ones(3), rtol=1e-6)
+
+
+def test_streams_and_sanitizer_keep_their_meaning():
+    from jgrad.streams import StreamRaceError
+    with jg.execution_mode("auto"), jg.streams.sanitizer():
+        s = jg.Stream()
+        x = jg.ones(4)
+        with jg.stream(s):
+            with pytest.raises(StreamRaceError):
+                x * 2  # read on s with no wait after x was made on the default stream
+        s.wait_stream(jg.current_stream())
+        with jg.stream(s):
+            y = x * 2
+        jg.current_stream().wait_stream(s)
+        np.testing.assert_array_equal(y.numpy(), np.full(4, 2.0))
+        assert s.query() is True
+
+
+# ---- the backward fast path (Note [Backward plans]) ------------------------------------------
+def _net_grads(mode, hook=False, inputs=None, retain=False):
+    jg.manual_seed(0)
+    x = jg.randn(4, 3, requires_grad=True)
+    w1 = jg.randn(5, 3, requires_grad=True)
+    w2 = jg.randn(2, 5, requires_grad=True)
+    calls = []
+    with jg.execution_mode(mode):
+        h = jg.linear(x, w1).relu()
+        if hook:
+            h.register_hook(lambda g: calls.append(1))
+        y = jg.linear(h * h + h, w2).sum()  # h used twice: gradients summed
+        if inputs == "grad":
+            gx, gw2 = jg.autograd.grad(y, [x, w2], retain_graph=retain)
+            return [gx.numpy(), gw2.numpy()], calls
+        y.backward(retain_graph=retain)
+        out = [t.grad.numpy() for t in (x, w1, w2)]
+        if retain:
+            y.backward()
+            out += [t.grad.numpy() for t in (x, w1, w2)]
+        return out, calls
+
+
+@pytest.mark.parametrize("variant", [{}, {"hook": True}, {"inputs": "grad"}, {"retain": True}])
+def test_backward_plans_give_the_engine_s_results(variant):
+    plans_before = len(_backward_plan._plans)
+    eager, eager_calls = _net_grads("eager", **variant)
+    auto, auto_calls = _net_grads("auto", **variant)
+    for e, a in zip(eager, auto):
+        np.testing.assert_allclose(a, e, rtol=1e-6)
+    assert eager_calls == auto_calls  # a hook makes the engine run node by node: it still runs once
+    if not variant.get("hook"):
+        assert len(_backward_plan._plans) >= plans_before  # planned (or found planned)
+
+
+def test_backward_plan_is_reused_and_leaves_accumulate(tiers):
+    w = jg.ones(3, requires_grad=True)
+    for k in range(1, 4):
+        (w * float(k)).sum().backward()  # .grad accumulates: 1, then 1+2, then 1+2+3
+    np.testing.assert_allclose(w.grad.numpy(), [6.0, 6.0, 6.0])
+    n = len(_backward_plan._plans)
+    (w * 5.0).sum().backward()
+    assert len(_backward_plan._plans) == n
+
+
+def test_backward_plan_declines_what_the_engine_must_report():
+    with jg.execution_mode("auto"):
+        w = jg.ones(3, requires_grad=True)
+        y = w * 2
+        z = (y * y).sum()
+        y.mul_(3)  # y was saved by z's node
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.backward()
+        z2 = (w * w).sum()
+        z2.backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            z2.backward()
+
+
+# ---- property: any chain of elementwise ops gives eager mode's values ---------------------------
+_UNARY = {"exp": (jg.exp, np.exp), "tanh": (jg.tanh, np.tanh), "neg": (lambda t: -t, np.negative),
+          "sq": (lambda t: t * t, np.square), "sin": (jg.sin, np.sin)}
+_BINARY = {"add": (lambda a, b: a + b, np.add), "mul": (lambda a, b: a * b, np.multiply),
+           "sub": (lambda a, b: a - b, np.subtract)}
+
+
+@settings(max_examples=int(os.environ.get("JGRAD_TEST_EXAMPLES", "12")), deadline=None)
+@given(shape=st.sampled_from([(3,), (2, 3), (4, 1)]),
+       program=st.lists(st.one_of(st.tuples(st.just("u"), st.sampled_from(sorted(_UNARY))),
+                                  st.tuples(st.just("b"), st.sampled_from(sorted(_BINARY)), st.integers(0, 5))),
+                        min_size=1, max_size=8),
+       repeats=st.integers(1, 3))
+def test_any_elementwise_program_matches_eager_values_and_grads(shape, program, repeats):
+    rng = np.random.default_rng(len(program))
+    x0 = (rng.standard_normal(shape) * 0.5).astype(np.float64)
+
+    def run(mode):
+        with jg.execution_mode(mode):
+            out = None
+            for _ in range(repeats):  # repeated: the later runs may be compiled
+                x = jg.tensor(x0, requires_grad=True)
+                vals = [x]
+                for step in program:
+                    if step[0] == "u":
+                        vals.append(_UNARY[step[1]][0](vals[-1]))
+                    else:
+                        vals.append(_BINARY[step[1]][0](vals[-1], vals[step[2] % len(vals)]))
+                vals[-1].sum().backward()
+                out = (vals[-1].detach().numpy(), x.grad.numpy())
+            return out
+
+    e, a = run("eager"), run("auto")
+    np.testing.assert_allclose(a[0], e[0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a[1], e[1], rtol=1e-10, atol=1e-12)
