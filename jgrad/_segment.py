@@ -58,7 +58,9 @@ from ._capture import Buffer, Recorder, _Progress, _eval_shape, _tree_flatten, _
 from ._capture import buffer_proto, compiler_options
 
 _made = Buffer.made
+_clock = time.perf_counter
 _weakref = weakref.ref
+_tree_leaves = jax.tree_util.tree_leaves
 
 _MODES = ("auto", "eager")
 
@@ -163,8 +165,8 @@ def segment_for(device) -> "Segment":
 class SegmentCacheInfo:
     """Counts of tiered execution since the last ``segment_cache_clear()``."""
 
-    __slots__ = ("segments", "ops", "structures", "interpreted", "compiled_runs", "compiles", "compile_seconds",
-                 "compile_failures")
+    __slots__ = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "call_seconds",
+                 "compiles", "compile_seconds", "compile_failures")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -179,8 +181,8 @@ class SegmentCacheInfo:
         return {k: getattr(self, k) for k in self.__slots__} | {"hit_rate": self.hit_rate}
 
     def __repr__(self):
-        return ("SegmentCacheInfo(" + ", ".join(f"{k}={getattr(self, k)!r}" if k != "compile_seconds" else
-                                                f"{k}={self.compile_seconds:.3f}" for k in self.__slots__)
+        return ("SegmentCacheInfo(" + ", ".join(f"{k}={getattr(self, k):.3f}" if k.endswith("seconds") else
+                                                f"{k}={getattr(self, k)!r}" for k in self.__slots__)
                 + f", hit_rate={self.hit_rate:.2f})")
 
 
@@ -237,6 +239,9 @@ class _Entry:
     def __init__(self):
         self.seen, self.compiled, self.thread, self.failed, self.layout = 0, None, None, None, None
 
+
+#: XLA options for compiled segments on accelerators (None: the capture's, ``_capture.compiler_options``).
+gpu_compiler_options = None
 
 #: Which outputs of a compiled segment come back packed (one flat array per dtype, sliced when read): None
 #: packs on accelerators only. Every output costs host time per call (~2.5 us on a CPU, ~6 us on an H100,
@@ -333,25 +338,34 @@ def _device_scalar(x, device):
     return a
 
 
-def _runner(steps):
-    """The steps as a function of ``env`` (inputs in, every buffer out); packed inputs are sliced once."""
-    def run(env):
+def _runner(steps, n_buffers):
+    """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
+
+    A ref is an int (``i >= 0``: buffer ``i``; ``~k``: input ``k``), ``("l", type, value)`` (a Python
+    scalar frozen into the step) or ``("s", k, offset, size, shape)`` (a slice of flat input ``k``).
+    """
+    def run(ins):
+        vals = [None] * n_buffers
+        sliced = {}
         for fn, treedef, refs, outs, _ in steps:
             args = []
             for r in refs:
-                kind = r[0]
-                if kind == "l":
+                if type(r) is int:
+                    args.append(vals[r] if r >= 0 else ins[~r])
+                elif r[0] == "l":
                     args.append(r[2])
-                elif kind == "s":
-                    v = env.get(r)
-                    if v is None:
-                        v = env[r] = _slicer(r[2], r[3], r[4])(env[("i", r[1])])
-                    args.append(v)
                 else:
-                    args.append(env[r])
-            res = jax.tree_util.tree_leaves(fn(*_tree_unflatten(treedef, args)))
-            for i, v in zip(outs, res):
-                env[("b", i)] = v
+                    v = sliced.get(r)
+                    if v is None:
+                        v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
+                    args.append(v)
+            res = fn(*_tree_unflatten(treedef, args))
+            if len(outs) == 1 and type(res) is not tuple:
+                vals[outs[0]] = res
+            else:
+                for i, v in zip(outs, _tree_leaves(res)):
+                    vals[i] = v
+        return vals
     return run
 
 
@@ -382,8 +396,8 @@ class Segment(Recorder):
         self.device = device
         self.pending = True
         self.failed = None
-        self.steps = []
-        self.avals = []
+        self.steps = []         # (kernel, argument tree, refs, output buffer indices, stream)
+        self.n_buffers = 0
         self.buffers = []       # weakrefs of the buffers, by index
         self.inputs = []        # the arrays (and dynamic scalars) the segment reads
         self._slot = {}         # id(array) -> input index
@@ -412,7 +426,7 @@ class Segment(Recorder):
                     tx = type(x)
                     if tx is Buffer:
                         if x.owner is self:
-                            refs.append(("b", x.index))
+                            refs.append(x.index)
                             continue
                         pack = x.packed
                         if x._val is None and type(pack) is _Pack and pack.flats is not None:
@@ -434,7 +448,7 @@ class Segment(Recorder):
                         leaves[j] = x = v
                     elif tx in _SCALARS:
                         if not dynamic_scalars:
-                            refs.append(("l", tx.__name__, x))
+                            refs.append(("l", tx, x))
                             continue
                         leaves[j] = x = _device_scalar(x, self.device)
                     k = slot.get(id(x))
@@ -445,7 +459,7 @@ class Segment(Recorder):
                         k = slot[id(x)] = len(inputs)
                         inputs.append(x)
                         new += (_input_aval(x),)
-                    refs.append(("i", k))
+                    refs.append(~k)
                 refs = tuple(refs)
                 st = self.streams.get(stream)
                 if st is None:
@@ -463,19 +477,24 @@ class Segment(Recorder):
                 self._forget_inputs(n_in)  # the op raised at its line: the segment is as before it
                 raise
             self.node = child
-            n = len(self.avals)
-            outs = []
-            refs_out = []
-            for proto in child.protos:
-                b = _made(proto, self, n)
-                outs.append(b)
-                refs_out.append(n)
-                self.avals.append(proto[0])
-                self.buffers.append(_weakref(b))
-                n += 1
-            self.steps.append((fn, treedef, refs, tuple(refs_out), stream))
+            n = self.n_buffers
+            buffers = self.buffers
+            if child.single:
+                result = _made(child.protos[0], self, n)
+                buffers.append(_weakref(result))
+                self.steps.append((fn, treedef, refs, (n,), stream))
+                self.n_buffers = n + 1
+            else:
+                outs = []
+                for proto in child.protos:
+                    b = _made(proto, self, n)
+                    outs.append(b)
+                    buffers.append(_weakref(b))
+                    n += 1
+                self.steps.append((fn, treedef, refs, tuple(range(self.n_buffers, n)), stream))
+                self.n_buffers = n
+                result = _tree_unflatten(child.out_tree, outs)
             _stats.ops += 1
-            result = outs[0] if child.single else _tree_unflatten(child.out_tree, outs)
             if len(self.steps) >= max_steps:
                 self.flush()
             return result
@@ -497,11 +516,7 @@ class Segment(Recorder):
                 del _open[self.device]
             live = [b for b in (r() for r in self.buffers) if b is not None]
             try:
-                if live:
-                    with jax.default_device(self.device.jax_device):  # for steps that read no array (factories)
-                        vals, pack = self._run(live)
-                else:
-                    vals, pack = [], None
+                vals, pack = self._run(live) if live else ([], None)
             except BaseException as e:
                 self.failed = f"{type(e).__name__}: {e}"
                 self._drop()
@@ -550,12 +565,16 @@ class Segment(Recorder):
             self._start_compile(entry, live, donate)
             exe = entry.compiled
         if exe is not None:
+            t0 = _clock()
             try:
                 outs = exe(*self.inputs)
             except Exception as e:  # noqa: BLE001 - e.g. an input on another device than when compiled
                 entry.compiled, entry.failed = None, f"{type(e).__name__}: {e}"
             else:
+                _stats.call_seconds += _clock() - t0
                 _stats.compiled_runs += 1
+                if donate:
+                    _stats.donated_runs += 1
                 return entry.layout.bind(outs, live)
         _stats.interpreted += 1
         return self._interpret(out_idx), None
@@ -568,18 +587,18 @@ class Segment(Recorder):
 
     def _interpret(self, out_idx):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
-        env = {("i", k): v for k, v in enumerate(self.inputs)}
-        _runner(self.steps)(env)
-        return [env[("b", i)] for i in out_idx]
+        with jax.default_device(self.device.jax_device):  # for steps that read no array (factories)
+            vals = _runner(self.steps, self.n_buffers)(self.inputs)
+        return [vals[i] for i in out_idx]
 
     def _start_compile(self, entry, live, donate):
-        steps, specs, device = self.steps, [_spec(x) for x in self.inputs], self.device
+        steps, specs, device, n = self.steps, [_spec(x) for x in self.inputs], self.device, self.n_buffers
         entry.layout = layout = _Layout(live, device)
 
         def work():
             t0 = time.perf_counter()
             try:
-                exe = _compile(steps, specs, layout, donate, device)
+                exe = _compile(steps, n, specs, layout, donate, device)
             except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
                 entry.failed = f"{type(e).__name__}: {e}"
                 _stats.compile_failures += 1
@@ -616,21 +635,20 @@ def _spec(x):
     return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
 
 
-def _compile(steps, specs, layout, donate, device):
-    runner = _runner(steps)
+def _compile(steps, n_buffers, specs, layout, donate, device):
+    runner = _runner(steps, n_buffers)
     separate, groups = layout.separate_idx, layout.group_idx
 
     def run(*ins):
-        env = {("i", k): v for k, v in enumerate(ins)}
-        runner(env)
-        return [env[("b", i)] for i in separate] + [jax.numpy.concatenate([env[("b", i)].ravel() for i in g])
-                                                     for g in groups]
+        vals = runner(ins)
+        return [vals[i] for i in separate] + [jax.numpy.concatenate([vals[i].ravel() for i in g]) for g in groups]
 
     with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
             jax.default_device(device.jax_device):
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
         lowered = jax.jit(run, donate_argnums=donate).lower(*specs)
-        options = compiler_options(device.type != "cpu", False)
+        options = compiler_options(device.type != "cpu", False) if gpu_compiler_options is None else (
+            gpu_compiler_options if device.type != "cpu" else None)
         return lowered.compile(compiler_options=options) if options else lowered.compile()
 
 
