@@ -38,7 +38,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 
-from . import _segment
+from . import _dtype, _segment
 from ._capture import abstract
 from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
 from ._tensor import Tensor
@@ -332,7 +332,8 @@ class _Simulation:
         saved = tuple((s.data if type(s) is SavedVariable else s) for s in fn.saved) if fn.saved is not None else ()
         saved_out = tuple(s.data for s in fn.saved_out) if fn.saved_out else ()
         g_avals = tuple(jax.ShapeDtypeStruct(m.shape, m.dtype.np) for m in fn.input_metadata)
-        res = jax.eval_shape(kernel, abstract(saved), abstract(saved_out), g_avals)
+        with _dtype.x64_scope():
+            res = jax.eval_shape(kernel, abstract(saved), abstract(saved_out), g_avals)
         rk = (fn.op, fn.key, mask, fn.in_avals)
         reads = _KERNEL_READS.get(rk)
         if reads is None:

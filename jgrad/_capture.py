@@ -23,6 +23,8 @@ import weakref
 import jax
 import numpy as np
 
+from ._dtype import x64_scope
+
 
 _tree_flatten = jax.tree_util.tree_flatten
 _tree_unflatten = jax.tree_util.tree_unflatten
@@ -157,7 +159,8 @@ class Packed:
         self.flats, self.stream, self.fresh = flats, stream, True
 
     def unpack(self):
-        values = self.split(self.flats)
+        with x64_scope():
+            values = self.split(self.flats)
         self.flats, self.fresh = None, False
         for b, v in zip(self.buffers, values):
             b._val = v
@@ -189,7 +192,8 @@ class PackedState(Packed):
         flats = self.flats
         if flats is None or any(t._data is not b for t, b in zip(self.tensors, self.buffers)):
             values = [t._value for t in self.tensors]  # a read: may split this pack (or another graph's)
-            flats = _concat_groups(values, [b.dtype for b in self.buffers])
+            with x64_scope():
+                flats = _concat_groups(values, [b.dtype for b in self.buffers])
             self.fresh = False  # the next refill rebinds every tensor, including any rebound meanwhile
         self.flats = None
         return flats
@@ -285,7 +289,8 @@ def _eval_shape(fn, treedef, leaves):
     hit = _shape_cache.get(key)
     if hit is None:
         args = _tree_unflatten(treedef, [_as_aval(x) for x in leaves])
-        out = jax.eval_shape(fn, *args)
+        with x64_scope():
+            out = jax.eval_shape(fn, *args)
         hit = _shape_cache[key] = _tree_flatten(out)
     return hit
 
@@ -778,7 +783,8 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, s
         return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False), sharding=sharding)
 
     t0 = time.perf_counter()
-    with warnings.catch_warnings(), _Progress(f"compiling the capture of {cap.graph_name} ({len(steps)} kernels)"):
+    with warnings.catch_warnings(), _Progress(f"compiling the capture of {cap.graph_name} ({len(steps)} kernels)"), \
+            x64_scope():
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
         state_specs = [jax.ShapeDtypeStruct((sum(b.size for _, b in g),), g[0][1].dtype, sharding=sharding)
                        for g in state_groups]

@@ -35,6 +35,7 @@ _weakref = weakref.ref
 _auto = _segment.auto  # [True] in "auto" (tiered) execution mode: kernels are recorded (Note [Tiered execution])
 _open_segments = _segment._open
 _NOT_RECORDED = _segment.NOT_RECORDED
+_x64 = _dtype.x64_scope  # every kernel runs with JAX's 64-bit types on (thread-locally)
 
 
 class Op:
@@ -204,7 +205,8 @@ class OpNode(Node):
             for i, g in enumerate(grads):
                 if g is None:
                     meta = self.input_metadata[i]
-                    grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
+                    with _x64():
+                        grads[i] = Tensor._make(jnp.zeros(meta.shape, meta.dtype.np), meta.device, meta.stream)
         pos = self.tensor_pos
         if pos is not None:  # positional mask for the kernel
             full = [False] * len(self.in_avals)
@@ -248,7 +250,8 @@ class OpNode(Node):
                 res = seg.record(kernel, (saved, outs, raw), stream)
             if res is _NOT_RECORDED:
                 try:
-                    res = kernel(saved, outs, raw)
+                    with _x64():
+                        res = kernel(saved, outs, raw)
                 except TypeError:
                     res = _run_with_buffers(kernel, (saved, outs, raw), stream)
                 _track(stream, [r for r in res if r is not None])
@@ -329,7 +332,8 @@ def _used_inputs(bop, flat):
     in the incoming gradient), such as ReLU's second derivative. It is handed on detached, as PyTorch's
     formulas hand on ``zeros_like(grad)``: higher-order backward passes then skip the work behind it.
     """
-    jaxpr = jax.make_jaxpr(lambda *a: bop.forward(*a))(*flat).jaxpr
+    with _x64():
+        jaxpr = jax.make_jaxpr(lambda *a: bop.forward(*a))(*flat).jaxpr
     n = len(jaxpr.outvars)
     per_output = [_live_invars(jaxpr, [i == j for i in range(n)]) for j in range(n)]
     return tuple(map(any, zip(*per_output))), tuple(not any(live) for live in per_output)
@@ -339,7 +343,8 @@ def _kernel_reads(kernel, saved, saved_out, grads):
     """Which saved entries and saved outputs a compiled backward kernel actually reads."""
     saved_raw = tuple(s.data if type(s) is SavedVariable else s for s in saved)
     outs_raw = tuple(s.data for s in saved_out)
-    closed = jax.make_jaxpr(kernel)(*abstract((saved_raw, outs_raw, tuple(g._data for g in grads))))
+    with _x64():
+        closed = jax.make_jaxpr(kernel)(*abstract((saved_raw, outs_raw, tuple(g._data for g in grads))))
     flags = iter(_live_invars(closed.jaxpr))
     leaves = jax.tree_util.tree_leaves
 
@@ -389,7 +394,7 @@ def call_factory(op, device, *scalars, **attrs):
     key = tuple(attrs.items())
     if _current_for(device)._capture is not None:
         kernel = op._kernels.get(key) or op.kernel(key, attrs)
-        with jax.default_device(device.jax_device):
+        with jax.default_device(device.jax_device), _x64():
             return Tensor._make(kernel(*scalars), device)
     return _call(op, scalars, key, attrs, None, device)
 
@@ -433,7 +438,8 @@ def call_foreach(op, targets, *args, **attrs):
                 seg = None
         if outs is _NOT_RECORDED:
             try:
-                outs = kernel(*arrays)
+                with _x64():
+                    outs = kernel(*arrays)
             except TypeError:
                 outs = _run_with_buffers(kernel, arrays, stream)
     if len(outs) != len(targets):
@@ -445,7 +451,11 @@ def call_foreach(op, targets, *args, **attrs):
             if cap is not None:
                 raise RuntimeError(f"{op.name}: update of dtype {o.dtype} for a tensor of dtype {t._data.dtype} "
                                    "cannot be captured; make the kernel return the tensor's dtype.")
-            o = seg.record(_cast(t._data.dtype), (o,), stream) if seg is not None else o.astype(t._data.dtype)
+            if seg is not None:
+                o = seg.record(_cast(t._data.dtype), (o,), stream)
+            else:
+                with _x64():
+                    o = o.astype(t._data.dtype)
         if cap is not None:
             cap.write(t, o)
         elif seg is not None:
@@ -489,11 +499,12 @@ def _call(op, args, key, attrs, inplace, device=None):
         if res is not _NOT_RECORDED:
             return res
     try:
-        if device is None:
-            out = kernel(*arrays)
-        else:  # a factory: jax places what a jitted function of no arrays makes on its default device
-            with jax.default_device(dev.jax_device):
+        with _x64():
+            if device is None:
                 out = kernel(*arrays)
+            else:  # a factory: jax places what a jitted function of no arrays makes on its default device
+                with jax.default_device(dev.jax_device):
+                    out = kernel(*arrays)
     except TypeError:
         out = _run_with_buffers(kernel, arrays, stream)
     multi = type(out) is tuple
@@ -615,7 +626,8 @@ def _run_with_buffers(kernel, args, stream, spread=False):
     leaves = jax.tree_util.tree_leaves(args)
     if not any(type(x) is Buffer for x in leaves):
         raise  # noqa: PLE0704 - the TypeError being handled, not about buffers
-    return kernel(*concrete(args))
+    with _x64():
+        return kernel(*concrete(args))
 
 
 def _track(stream, arrays):
@@ -641,7 +653,10 @@ def _check_inplace(op, target, res) -> bool:
 
 
 def _inplace_result(op, target, res):
-    return res.astype(target.dtype.np) if _check_inplace(op, target, res) else res
+    if _check_inplace(op, target, res):
+        with _x64():
+            return res.astype(target.dtype.np)
+    return res
 
 
 # ---- host syncs and abstract tensors (capture fills these in) -------------------

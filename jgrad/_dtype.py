@@ -2,6 +2,7 @@
 and PyTorch's type-promotion rules."""
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import jax
@@ -68,7 +69,31 @@ def from_np(np_dtype) -> dtype:
 
 
 def x64_enabled() -> bool:
+    """Whether JAX's 64-bit types are on in this thread (globally, or inside ``x64_scope()``)."""
     return jax.config.jax_enable_x64
+
+
+def _x64_context():
+    enable = getattr(jax, "enable_x64", None)  # jax >= 0.8: a config state, a context manager when called
+    if enable is not None and callable(enable):
+        return lambda: enable(True)
+    from jax.experimental import enable_x64  # older jax
+    return enable_x64
+
+
+_enter_x64 = _x64_context()
+_NULL = contextlib.nullcontext()
+
+
+def x64_scope():
+    """The context every jgrad kernel runs in: JAX's 64-bit types on for this thread only.
+
+    PyTorch programs write ``torch.long`` and ``float64`` freely; JAX disables 64-bit types unless
+    ``jax_enable_x64`` is set. jgrad never changes that global setting (the user's own jax code keeps
+    JAX's defaults): it turns 64-bit types on thread-locally around its own kernels, compiles and
+    transfers (~0.6 us a time on a CPU; nothing when the global setting is already on).
+    """
+    return _NULL if jax.config.jax_enable_x64 else _enter_x64()
 
 
 def canonical(d) -> dtype:
@@ -85,12 +110,6 @@ def canonical(d) -> dtype:
         out = bool
     else:
         out = from_np(np.dtype(d))
-    if out.itemsize == 8 and not x64_enabled():
-        raise TypeError(
-            f"dtype {out} needs 64-bit types, which JAX disables by default. Set the environment "
-            "variable JAX_ENABLE_X64=1 (or jax.config.update('jax_enable_x64', True)) before "
-            "creating tensors; jgrad never changes JAX's global config itself."
-        )
     return out
 
 
@@ -119,7 +138,7 @@ def set_default_dtype(d) -> None:
 
 
 def _index_dtype():
-    return int64 if x64_enabled() else int32
+    return int64  # PyTorch's: jgrad's kernels always run with 64-bit types (x64_scope)
 
 
 def result_type(*operands) -> np.dtype:

@@ -56,6 +56,7 @@ import jax
 
 from ._capture import Buffer, Recorder, _Progress, _eval_shape, _tree_flatten, _tree_unflatten
 from ._capture import buffer_proto, compiler_options
+from ._dtype import x64_scope
 
 _made = Buffer.made
 _clock = time.perf_counter
@@ -309,7 +310,8 @@ class _Pack:
 
     def read(self, b):
         g, off = self.where[b.index]
-        return _slicer(off, b.size, b.shape)(self.flats[g])
+        with x64_scope():
+            return _slicer(off, b.size, b.shape)(self.flats[g])
 
 
 _SLICERS: dict = {}
@@ -333,7 +335,7 @@ def _device_scalar(x, device):
     if a is None:
         if len(_SCALAR_ARRAYS) > 4096:  # a value that changes every step (a learning-rate schedule)
             _SCALAR_ARRAYS.clear()
-        with jax.default_device(device.jax_device):  # uncommitted, as the Python number would be
+        with jax.default_device(device.jax_device), x64_scope():  # uncommitted, as the Python number would be
             a = _SCALAR_ARRAYS[key] = jax.numpy.asarray(x)
     return a
 
@@ -516,7 +518,8 @@ class Segment(Recorder):
                 del _open[self.device]
             live = [b for b in (r() for r in self.buffers) if b is not None]
             try:
-                vals, pack = self._run(live) if live else ([], None)
+                with x64_scope():
+                    vals, pack = self._run(live) if live else ([], None)
             except BaseException as e:
                 self.failed = f"{type(e).__name__}: {e}"
                 self._drop()
@@ -644,7 +647,7 @@ def _compile(steps, n_buffers, specs, layout, donate, device):
         return [vals[i] for i in separate] + [jax.numpy.concatenate([vals[i].ravel() for i in g]) for g in groups]
 
     with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
-            jax.default_device(device.jax_device):
+            jax.default_device(device.jax_device), x64_scope():
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
         lowered = jax.jit(run, donate_argnums=donate).lower(*specs)
         options = compiler_options(device.type != "cpu", False) if gpu_compiler_options is None else (

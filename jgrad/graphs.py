@@ -26,6 +26,7 @@ from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
 from ._segment import SegmentCacheInfo, segment_cache_clear, segment_cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
+from ._dtype import x64_scope
 
 __all__ = ["Graph", "graph", "graph_pool_handle", "make_graphed_callables", "CaptureError", "cache_info",
            "cache_clear"]
@@ -238,7 +239,8 @@ class _Plan:
         args = self._arguments()
         self._release()
         try:
-            outs = self.compiled(*args)
+            with x64_scope():
+                outs = self.compiled(*args)
         except BaseException as e:
             self.cap.failed_replay = f"{type(e).__name__}: {e}"
             if self.state is not None:  # not run (a bad argument, say): the state is not lost

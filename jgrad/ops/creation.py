@@ -44,6 +44,11 @@ def _infer_dtype(data):
 
 
 def _as_array(data, dtype=None, device=None, copy=False):
+    with _dtype.x64_scope():
+        return _as_array_x64(data, dtype, device, copy)
+
+
+def _as_array_x64(data, dtype, device, copy):
     """Convert data (Tensor, jax/NumPy array, nested lists, scalar) to a jax.Array on a device.
 
     ``copy=True``: never share host memory with ``data`` (jax aliases 64-byte-aligned NumPy
@@ -58,8 +63,6 @@ def _as_array(data, dtype=None, device=None, copy=False):
         if dtype is None:
             dtype = _infer_dtype(data)
         arr = np.asarray(data)
-        if dtype is None and arr.dtype.itemsize == 8 and not _dtype.x64_enabled():
-            dtype = _dtype.from_np({"f": np.float32, "i": np.int32, "u": np.uint32, "c": np.complex64}[arr.dtype.kind])
     if dtype is not None:
         dt = _dtype.canonical(dtype)
         if arr.dtype != dt.np:
@@ -158,7 +161,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         dtype = _dtype.get_default_dtype() if any(isinstance(v, float) for v in (start, end, step)) else _dtype._index_dtype()
     dev = _target_device(device)
     dt = _dtype.canonical(dtype)
-    arr = jax.device_put(np.arange(start, end, step).astype(dt.np), dev.jax_device)
+    with _dtype.x64_scope():
+        arr = jax.device_put(np.arange(start, end, step).astype(dt.np), dev.jax_device)
     return tensor(arr, device=dev, requires_grad=requires_grad)
 
 
