@@ -1,5 +1,5 @@
 """``jgrad.nn``: Module, layers, losses, containers, ``functional`` and ``init`` (``torch.nn``)."""
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d,
                    AvgPool3d, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, MaxPool1d,
@@ -23,4 +23,4 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "Mo
            "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
            "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm", "RNNBase", "RNN", "LSTM", "GRU", "RNNCell",
-           "LSTMCell", "GRUCell"]
+           "LSTMCell", "GRUCell", "utils"]
