@@ -27,9 +27,10 @@ Mutation semantics
     ``wrap`` saves its inputs and outputs with ``ctx.save_for_backward``, so an
     in-place change between forward and backward raises torch's usual error.
 
-``from_torch_state_dict(obj)`` / ``to_torch_state_dict(obj)``
+``from_torch_state_dict(obj, copy=None)`` / ``to_torch_state_dict(obj, copy=None)``
     Every tensor of a nested structure (a ``state_dict``, an optimizer's, a checkpoint dict)
-    converted with ``from_torch``/``to_torch`` (zero copy where possible), the rest kept as is:
+    converted with ``from_torch``/``to_torch`` (zero copy where possible; ``copy=True`` when the
+    torch side keeps training, as shared memory it writes would change jgrad's tensors), the rest kept as is:
     ``jg_model.load_state_dict(from_torch_state_dict(torch_model.state_dict()))`` gives a jgrad
     model PyTorch's weights; ``torch.save(to_torch_state_dict(jg_model.state_dict()), path)``
     writes a checkpoint PyTorch loads. (``jg.load(path)`` reads ``torch.save`` files directly.)
@@ -102,16 +103,20 @@ def _convert(obj, is_source, convert):
     return obj
 
 
-def from_torch_state_dict(obj):
-    """``obj`` with every ``torch.Tensor`` (nested in dicts, lists, tuples) a jgrad tensor (``from_torch``)."""
+def from_torch_state_dict(obj, *, copy=None):
+    """``obj`` with every ``torch.Tensor`` (nested in dicts, lists, tuples) a jgrad tensor (``from_torch``).
+
+    ``copy=True`` when torch will keep modifying its tensors in place (an optimizer, BatchNorm's running
+    statistics): jgrad must not share memory that changes under it.
+    """
     torch = _torch()
-    return _convert(obj, lambda x: isinstance(x, torch.Tensor), lambda x: from_torch(x.detach()))
+    return _convert(obj, lambda x: isinstance(x, torch.Tensor), lambda x: from_torch(x.detach(), copy=copy))
 
 
-def to_torch_state_dict(obj):
+def to_torch_state_dict(obj, *, copy=None):
     """``obj`` with every jgrad tensor (nested in dicts, lists, tuples) a ``torch.Tensor`` (``to_torch``)."""
     _torch()
-    return _convert(obj, lambda x: isinstance(x, Tensor), lambda x: to_torch(x.detach()))
+    return _convert(obj, lambda x: isinstance(x, Tensor), lambda x: to_torch(x.detach(), copy=copy))
 
 
 class _Fn:

@@ -83,7 +83,9 @@ class _Writer:
                         "state_dict() or convert it to a dict.")
 
     def data(self, arr):
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr)
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         name = f"jgrad/data/{len(self.keep)}"
         self.keep.append(arr)
         raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()

@@ -1,9 +1,8 @@
-"""``model.py`` on PyTorch: the same source with its three import lines pointed at torch.
+"""``model.py`` (and ``train.py``) on PyTorch: the same source with its import lines pointed at torch.
 
 This is the porting claim made executable: the tests and ``benchmarks/gpt_step.py`` build the
 PyTorch twin of the jgrad GPT from the very same file, give both the same weights, and compare.
 """
-import importlib.util
 import os
 import sys
 import types
@@ -15,14 +14,19 @@ TORCH_IMPORTS = ("import torch\n", "import torch.nn as nn\n", "from torch.nn imp
 
 def load_model(backend="jgrad", path=os.path.join(HERE, "model.py")):
     """``model.py`` as a module running on ``backend`` ('jgrad' or 'torch')."""
+    return load(path, backend, required=JGRAD_IMPORTS)
+
+
+def load(path, backend="jgrad", required=JGRAD_IMPORTS[:1]):
+    """The Python file ``path`` as a module, its jgrad import lines pointed at ``backend``'s."""
     if backend not in ("jgrad", "torch"):
         raise ValueError(f"backend must be 'jgrad' or 'torch', got {backend!r}")
     with open(path) as f:
         source = f.read()
-    for line in JGRAD_IMPORTS:
+    for line in required:
         if line not in source:
             raise RuntimeError(f"{path} no longer has the import line {line.strip()!r}")
-    name = f"gpt_model_{backend}"
+    name = f"gpt_{os.path.splitext(os.path.basename(path))[0]}_{backend}"
     if backend == "torch":
         for old, new in zip(JGRAD_IMPORTS, TORCH_IMPORTS):
             source = source.replace(old, new)
@@ -33,9 +37,6 @@ def load_model(backend="jgrad", path=os.path.join(HERE, "model.py")):
     return module
 
 
-def load_train():
-    """``train.py`` as a module (jgrad)."""
-    spec = importlib.util.spec_from_file_location("gpt_train", os.path.join(HERE, "train.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_train(backend="jgrad"):
+    """``train.py`` as a module running on ``backend`` (its data pipeline, schedule and step)."""
+    return load(os.path.join(HERE, "train.py"), backend)

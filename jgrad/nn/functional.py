@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import ops as _ops
 from ..ops import attention as _attention, conv as _conv, normalization as _norm
 from ..ops import linalg as _linalg, nn_ops as _nn, pointwise as _pw, random_ops as _rand, shape as _shape
@@ -31,7 +33,8 @@ max_pool1d, max_pool2d, max_pool3d = _conv.max_pool1d, _conv.max_pool2d, _conv.m
 avg_pool1d, avg_pool2d, avg_pool3d = _conv.avg_pool1d, _conv.avg_pool2d, _conv.avg_pool3d
 adaptive_avg_pool1d, adaptive_avg_pool2d = _conv.adaptive_avg_pool1d, _conv.adaptive_avg_pool2d
 adaptive_max_pool1d, adaptive_max_pool2d = _conv.adaptive_max_pool1d, _conv.adaptive_max_pool2d
-batch_norm, instance_norm, group_norm, rms_norm = _norm.batch_norm, _norm.instance_norm, _norm.group_norm, _norm.rms_norm
+batch_norm, instance_norm = _norm.batch_norm, _norm.instance_norm
+group_norm, rms_norm = _norm.group_norm, _norm.rms_norm
 
 __all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "logsigmoid", "gelu", "tanh",
            "sigmoid", "relu", "relu6", "silu", "elu", "leaky_relu", "hardtanh", "softsign", "softmin", "softmax",
@@ -160,7 +163,10 @@ def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
 
 
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
-    """``sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim``."""
+    """``sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (x1 and x2 broadcast first)."""
+    if tuple(x1.shape) != tuple(x2.shape):
+        shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+        x1, x2 = x1.expand(*shape), x2.expand(*shape)
     n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
     n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
@@ -175,6 +181,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         loss = target.exp() * (target - input)
     else:
         loss = _ops.xlogy(target, target) - target * input
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
     if reduction == "batchmean":
         return loss.sum() / (input.shape[0] if input.ndim else 1)
     return _weighted(loss, reduction)

@@ -75,7 +75,12 @@ def _lerp_fwd(a, b, w):
 LERP = Op("LerpBackward0", _lerp_fwd)
 ADDCMUL = Op("AddcmulBackward0", lambda a, t1, t2, value: (lambda x, y, z: x + value * y * z)(*_promote(a, t1, t2)))
 ADDCDIV = Op("AddcdivBackward0", lambda a, t1, t2, value: (lambda x, y, z: x + value * y / z)(*_promote(a, t1, t2)))
-OUTER = Op("OuterBackward0", lambda a, b: (lambda x, y: x[:, None] * y[None, :])(*_promote(a, b)))
+def _outer_fwd(a, b):
+    dt = _dtype.result_type(a, b)
+    return a.astype(dt)[:, None] * b.astype(dt)[None, :]
+
+
+OUTER = Op("OuterBackward0", _outer_fwd)
 
 
 def _xlogy_fwd(x, y):
