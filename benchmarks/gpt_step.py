@@ -176,19 +176,26 @@ def main(argv=None):
     tab = common.table(title, res, baselines=("torch eager", "torch eager (1 thread)"))
     by = {r.name: r.median for r in res}
     torch_rows = [n for n in ("torch eager", "torch eager (1 thread)") if n in by]
-    verdicts = []
+    verdicts, ratios = [], []
     if torch_rows:
         best = min(torch_rows, key=by.get)
         for mode in ("eager", "auto"):
             name = f"jgrad {mode}"
-            if name in by:
-                r = by[name] / by[best]
-                verdicts.append(common.verdict(f"GPT step, {name} / {best} (the faster torch row)", f"{r:.2f}x",
-                                               "<= 1.0x (GPU, auto)", r <= 1.0))
+            if name not in by:
+                continue
+            r = by[name] / by[best]
+            ratios.append(f"{name} / {best} (the faster torch row): {r:.2f}x")
+            if args.device == "gpu" and mode == "auto":
+                verdicts.append(common.verdict(f"GPT step, {name} / {best}", f"{r:.2f}x", "<= 1.0x", r <= 1.0))
     print("\n### Cross-checks (first step from the same weights and batch)\n")
     for k, v in checks.items():
         print(f"- {k}: {v:.6g}")
-    print("\n### Targets (issue 18: <= PyTorch eager on the GPU with the tiered mode)\n")
+    print("\n### Ratios\n")
+    for line in ratios:
+        print(f"- {line}")
+    print("\n### Target (issue 18: jgrad in auto mode <= PyTorch eager, on the GPU)\n")
+    if not verdicts:
+        print("- not evaluated here: the goal applies to the GPU with --mode auto or both")
     for v in verdicts:
         print(f"- {v['label']}: {v['value']} (target {v['target']}) -> {'MET' if v['met'] else 'NOT met'}")
     common.print_footer(env)
