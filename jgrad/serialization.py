@@ -10,7 +10,7 @@ and loads as one tensor.
 
 ``jg.load`` also reads PyTorch checkpoints (``torch.save`` files) when PyTorch is installed: they
 go through ``torch.load(weights_only=True)`` (PyTorch's own safe unpickler; pass
-``weights_only=False`` to allow arbitrary pickles, as with torch) and every ``torch.Tensor`` in
+``weights_only=False`` to allow arbitrary pickles, as with torch; its errors pass through) and every ``torch.Tensor`` in
 the result becomes a jgrad tensor (a ``torch.nn.Parameter`` a ``jg.nn.Parameter``), so
 ``model.load_state_dict(jg.load("ckpt.pt"))`` works on a jgrad model with PyTorch's names.
 """
@@ -250,12 +250,9 @@ def _load_torch(buf, map_location, weights_only, **kwargs):
         torch_loc = "cpu"  # moved to the jgrad device afterwards
     elif isinstance(map_location, dict):
         torch_loc = {k.replace("gpu", "cuda"): v.replace("gpu", "cuda") for k, v in map_location.items()}
-    try:
-        obj = torch.load(buf, map_location=torch_loc, weights_only=True if weights_only is None else weights_only,
-                         **kwargs)
-    except Exception as e:  # noqa: BLE001 - not a checkpoint at all, or one torch refuses
-        raise RuntimeError(f"jg.load: the file is neither a jgrad checkpoint nor a PyTorch checkpoint torch.load "
-                           f"accepts ({type(e).__name__}: {e})") from e
+    # torch.load's own errors pass through unchanged (pickle.UnpicklingError for what weights_only refuses)
+    obj = torch.load(buf, map_location=torch_loc, weights_only=True if weights_only is None else weights_only,
+                     **kwargs)
     return _from_torch(obj, torch, map_location)
 
 
