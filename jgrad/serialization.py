@@ -9,9 +9,9 @@ JSON and copies bytes: it never unpickles anything, so a checkpoint cannot run c
 and loads as one tensor.
 
 ``jg.load`` also reads PyTorch checkpoints (``torch.save`` files) when PyTorch is installed: they
-go through ``torch.load(weights_only=True)`` (PyTorch's own safe unpickler; pass
-``weights_only=False`` to allow arbitrary pickles, as with torch; its errors pass through) and every ``torch.Tensor`` in
-the result becomes a jgrad tensor (a ``torch.nn.Parameter`` a ``jg.nn.Parameter``), so
+go through ``torch.load(weights_only=True)`` (PyTorch's own safe unpickler, whose errors pass
+through; ``weights_only=False`` allows arbitrary pickles, as with torch) and every ``torch.Tensor``
+in the result becomes a jgrad tensor (a ``torch.nn.Parameter`` a ``jg.nn.Parameter``), so
 ``model.load_state_dict(jg.load("ckpt.pt"))`` works on a jgrad model with PyTorch's names.
 """
 from __future__ import annotations
