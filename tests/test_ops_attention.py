@@ -87,3 +87,19 @@ def test_sdpa_errors():
         F.scaled_dot_product_attention(jg.ones(1, 2, 2, 8), k, k, attn_mask=jg.ones(3, 3, dtype=jg.bool))
     with pytest.raises(RuntimeError, match="same dtype"):
         F.scaled_dot_product_attention(jg.ones(2, 8), jg.ones(3, 8, dtype=jg.float64), jg.ones(3, 8))
+
+
+def test_cudnn_attempt_falls_back_to_xla_where_cudnn_refuses():
+    """The GPU path asks jax for cuDNN's kernel; where cuDNN is unavailable (here: no GPU) jax refuses while
+    tracing and XLA's attention runs: same numbers as PyTorch."""
+    import jax
+    import jax.numpy as jnp
+    from jgrad.ops.attention import _sdpa_fwd
+
+    x = rand((2, 4, 16, 32), 9).astype(np.float32)
+    fused = jax.jit(lambda q: _sdpa_fwd(q, q, q, None, None, dropout_p=0.0, is_causal=True, scale=0.2, gqa=False,
+                                        precision="highest", fused=True))
+    out = np.asarray(fused(jnp.asarray(x, jnp.bfloat16)), np.float32)
+    xb = torch.tensor(x).to(torch.bfloat16).float()
+    ref = TF.scaled_dot_product_attention(xb, xb, xb, is_causal=True, scale=0.2).numpy()
+    np.testing.assert_allclose(out, ref, atol=3e-2)

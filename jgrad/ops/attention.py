@@ -1,8 +1,10 @@
 """``scaled_dot_product_attention``, backed by ``jax.nn.dot_product_attention``.
 
-On a GPU, JAX picks its fused cuDNN kernel where cuDNN supports the call (half precision,
-supported head sizes), XLA's own attention elsewhere. Attention dropout (``dropout_p > 0``),
-a value head size other than the query's and float64 use the explicit formula, in one XLA kernel too.
+On a GPU, float16/bfloat16 attention without an ``attn_mask`` asks JAX for cuDNN's fused (flash)
+kernel (``implementation="cudnn"``, forward and backward); where cuDNN refuses the call (head size,
+cuDNN version: JAX checks while tracing) it uses XLA's attention, as every other call does
+(``use_cudnn = False`` turns the cuDNN attempt off). Attention dropout (``dropout_p > 0``), a value
+head size other than the query's and float64 use the explicit formula, in one XLA kernel too.
 The layout is PyTorch's: ``(N, ..., L, E)`` for the query, ``(N, ..., S, E)`` for the key and
 ``(N, ..., S, Ev)`` for the value; the heads are dim -3. The gradient comes from ``jax.vjp``.
 """
@@ -21,6 +23,20 @@ from .random_ops import _key, _key_tensor
 
 # jgrad's float32 matmul precision -> jax's name for it (the attention's dots are traced under it)
 _JAX_PRECISION = {"highest": "highest", "high": "high", "medium": "default"}
+#: Ask JAX for cuDNN's fused attention on GPUs (half precision); False: XLA's attention everywhere.
+use_cudnn = True
+
+
+def _jax_attention(q, k, v, bias, keep, causal, scale, fused):
+    """``jax.nn.dot_product_attention`` in (B, T, N, H) layout: cuDNN when ``fused`` (no mask but the causal
+    flag) and cuDNN accepts the call, else XLA."""
+    if fused and bias is None and keep is None:
+        try:
+            return jax.nn.dot_product_attention(q, k, v, bias, keep, scale=scale, is_causal=causal,
+                                                implementation="cudnn")
+        except (NotImplementedError, ValueError, RuntimeError, TypeError):
+            pass  # cuDNN refused this call (JAX checks at trace time): XLA's attention
+    return jax.nn.dot_product_attention(q, k, v, bias, keep, scale=scale, is_causal=causal)
 
 
 def _lead_shape(q, k, v, gqa):
@@ -38,7 +54,7 @@ def _to_bhld(x, lead, heads):
     return x.reshape((-1,) + x.shape[-3:])
 
 
-def _sdpa_fwd(q, k, v, mask, key, *, dropout_p, is_causal, scale, gqa, precision):
+def _sdpa_fwd(q, k, v, mask, key, *, dropout_p, is_causal, scale, gqa, precision, fused=False):
     L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     lead = _lead_shape(q, k, v, gqa)
     heads = q.shape[-3] if gqa else None
@@ -54,17 +70,23 @@ def _sdpa_fwd(q, k, v, mask, key, *, dropout_p, is_causal, scale, gqa, precision
         else:  # an additive float mask: its -inf entries are masked out (no NaN from exp(-inf - -inf))
             keep = m > -jnp.inf
             bias = jnp.where(keep, m, 0).astype(q.dtype)
-    if is_causal:
-        causal = jnp.tril(jnp.ones((L, S), jnp.bool_))  # top-left aligned, as PyTorch's
+    user_keep = keep
+    # PyTorch's causal mask is top-left aligned (query i sees keys j <= i), which jax's is_causal
+    # gives for L == S; other shapes get the mask spelled out.
+    causal_flag = is_causal and L == S
+    if is_causal and not causal_flag:
+        causal = jnp.tril(jnp.ones((L, S), jnp.bool_))
         keep = causal[None, None] if keep is None else keep & causal
     with jax.default_matmul_precision(precision):
         # jax's attention computes the softmax in float32: float64 takes the explicit formula
         if dropout_p == 0.0 and E == Ev and q.dtype != jnp.float64:
-            out = jax.nn.dot_product_attention(
-                jnp.swapaxes(qb, 1, 2), jnp.swapaxes(kb, 1, 2), jnp.swapaxes(vb, 1, 2), bias,
-                keep, scale=scale)
+            out = _jax_attention(jnp.swapaxes(qb, 1, 2), jnp.swapaxes(kb, 1, 2), jnp.swapaxes(vb, 1, 2), bias,
+                                 keep, causal_flag, scale, fused)
             out = jnp.swapaxes(out, 1, 2)
         else:
+            if causal_flag:
+                causal = jnp.tril(jnp.ones((L, S), jnp.bool_))
+                keep = causal[None, None] if keep is None else keep & causal
             group = Hq // kb.shape[1]
             kb, vb = jnp.repeat(kb, group, axis=1), jnp.repeat(vb, group, axis=1)
             logits = jnp.einsum("bhle,bhse->bhls", qb, kb) * jnp.asarray(scale, q.dtype)
@@ -78,8 +100,10 @@ def _sdpa_fwd(q, k, v, mask, key, *, dropout_p, is_causal, scale, gqa, precision
                 rescale = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
                 weights = jnp.where(kept, weights * rescale, 0).astype(weights.dtype)
             out = jnp.einsum("bhls,bhse->bhle", weights, vb)
-    if keep is not None:  # a row that may attend to nothing gives zeros, as PyTorch's
-        out = jnp.where(jnp.any(keep, axis=-1, keepdims=True), out, 0)
+    if user_keep is not None:  # a row that may attend to nothing gives zeros, as PyTorch's
+        if is_causal:
+            user_keep = user_keep & jnp.tril(jnp.ones((L, S), jnp.bool_))
+        out = jnp.where(jnp.any(user_keep, axis=-1, keepdims=True), out, 0)
     return out.reshape(out_lead + (L, Ev)).astype(q.dtype)
 
 
@@ -155,5 +179,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     rng = _key_tensor(generator, query.device) if dropout_p > 0.0 else None
+    fused = use_cudnn and query.device.type == "gpu" and query.dtype.name in ("float16", "bfloat16")
     return call(SDPA, query, key, value, attn_mask, rng, dropout_p=dropout_p, is_causal=bool(is_causal),
-                scale=scale, gqa=bool(enable_gqa), precision=_JAX_PRECISION[linalg.get_float32_matmul_precision()])
+                scale=scale, gqa=bool(enable_gqa), precision=_JAX_PRECISION[linalg.get_float32_matmul_precision()],
+                fused=fused)
