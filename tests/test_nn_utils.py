@@ -86,3 +86,19 @@ def test_pad_sequence():
     back = jg.nn.utils.rnn.unpad_sequence(jg.nn.utils.rnn.pad_sequence([jg.tensor(s) for s in seqs]), [2, 4, 1])
     for a, s in zip(back, seqs):
         np.testing.assert_array_equal(a.numpy(), s)
+
+
+def test_init_trunc_normal_and_orthogonal():
+    w = jg.empty(200, 50)
+    jg.nn.init.trunc_normal_(w, mean=0.5, std=2.0, a=-1.0, b=3.0, generator=jg.Generator().manual_seed(0))
+    t = torch.nn.init.trunc_normal_(torch.empty(200, 50), mean=0.5, std=2.0, a=-1.0, b=3.0,
+                                    generator=torch.Generator().manual_seed(0))
+    x = w.numpy()
+    assert x.min() >= -1.0 and x.max() <= 3.0
+    np.testing.assert_allclose([x.mean(), x.std()], [t.mean().item(), t.std().item()], atol=0.05)   # 10^4 draws
+    for shape, gain in (((6, 4), 1.0), ((3, 2, 4), 2.0)):
+        q = jg.nn.init.orthogonal_(jg.empty(*shape, dtype=jg.float64), gain=gain).numpy().reshape(shape[0], -1)
+        small = q @ q.T if q.shape[0] <= q.shape[1] else q.T @ q
+        np.testing.assert_allclose(small, gain ** 2 * np.eye(min(q.shape)), atol=1e-10)
+    with pytest.raises(ValueError, match="Only tensors with 2 or more dimensions are supported"):
+        jg.nn.init.orthogonal_(jg.empty(3))

@@ -28,6 +28,9 @@ UNIFORM_ = Op("uniform_", lambda a, k, lo, hi: jax.random.uniform(_key(k), a.sha
               lambda ctx, g: (None, None, None, None), save=())
 NORMAL_ = Op("normal_", lambda a, k, mean, std: mean + std * jax.random.normal(_key(k), a.shape, a.dtype),
              lambda ctx, g: (None, None, None, None), save=())
+TRUNC_NORMAL_ = Op("trunc_normal_", lambda a, k, mean, std, lo, hi: (mean + std * jax.random.truncated_normal(
+    _key(k), (lo - mean) / std, (hi - mean) / std, a.shape, a.dtype)).astype(a.dtype),
+    lambda ctx, g: (None,) * 6, save=())
 
 
 def _key_tensor(generator, device):
