@@ -38,7 +38,7 @@ RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 RESULTS_DIR = os.path.join(HERE, "results")
 PLOTS_DIR = os.path.join(HERE, "plots")
 BEGIN, END = "<!-- BEGIN GENERATED: {} -->", "<!-- END GENERATED: {} -->"
-NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "profile_overhead")
+NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "gpt_step", "profile_overhead")
 
 
 def log(msg):
@@ -65,6 +65,7 @@ def plan(args):
             runs.append(("capture", "capture", [py, "-m", "benchmarks.capture"] + common, True))
         else:
             log("note: benchmarks/capture.py exists but jgrad.graphs does not: capture benchmark skipped")
+    runs.append(("gpt_step", "gpt_step", [py, "-m", "benchmarks.gpt_step"] + common, True))
     if args.profile or (args.only and "profile_overhead" in args.only):
         runs.append(("profile_overhead", "profile_overhead", [py, "-m", "benchmarks.profile_overhead"] + common, True))
     if args.only:

@@ -27,6 +27,14 @@ Mutation semantics
     ``wrap`` saves its inputs and outputs with ``ctx.save_for_backward``, so an
     in-place change between forward and backward raises torch's usual error.
 
+``from_torch_state_dict(obj, copy=None)`` / ``to_torch_state_dict(obj, copy=None)``
+    Every tensor of a nested structure (a ``state_dict``, an optimizer's, a checkpoint dict)
+    converted with ``from_torch``/``to_torch`` (zero copy where possible; ``copy=True`` when the
+    torch side keeps training, as shared memory it writes would change jgrad's tensors), the rest kept as is:
+    ``jg_model.load_state_dict(from_torch_state_dict(torch_model.state_dict()))`` gives a jgrad
+    model PyTorch's weights; ``torch.save(to_torch_state_dict(jg_model.state_dict()), path)``
+    writes a checkpoint PyTorch loads. (``jg.load(path)`` reads ``torch.save`` files directly.)
+
 ``wrap(fn)``
     ``fn`` (tensors in, a tensor or a tuple of tensors out, any jgrad code) as
     a function of torch tensors usable inside a torch autograd graph: a
@@ -42,12 +50,13 @@ Mutation semantics
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 
 from jgrad._tensor import Tensor
 
 from .dlpack import _exportable, from_dlpack
 
-__all__ = ["to_torch", "from_torch", "wrap"]
+__all__ = ["to_torch", "from_torch", "from_torch_state_dict", "to_torch_state_dict", "wrap"]
 
 _EXTRA = 'pip install "jgrad[torch]"'
 
@@ -77,6 +86,37 @@ def from_torch(x, *, device=None, copy=None):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"interop.torch.from_torch(): expected a torch.Tensor, got {type(x).__name__}")
     return from_dlpack(x.detach(), device=device, copy=copy)
+
+
+def _convert(obj, is_source, convert):
+    if is_source(obj):
+        return convert(obj)
+    if isinstance(obj, dict):
+        out = type(obj)() if type(obj) in (dict, OrderedDict) else {}
+        for k, v in obj.items():
+            out[k] = _convert(v, is_source, convert)
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        return type(obj)(_convert(v, is_source, convert) for v in obj)
+    return obj
+
+
+def from_torch_state_dict(obj, *, copy=None):
+    """``obj`` with every ``torch.Tensor`` (nested in dicts, lists, tuples) a jgrad tensor (``from_torch``).
+
+    ``copy=True`` when torch will keep modifying its tensors in place (an optimizer, BatchNorm's running
+    statistics): jgrad must not share memory that changes under it.
+    """
+    torch = _torch()
+    return _convert(obj, lambda x: isinstance(x, torch.Tensor), lambda x: from_torch(x.detach(), copy=copy))
+
+
+def to_torch_state_dict(obj, *, copy=None):
+    """``obj`` with every jgrad tensor (nested in dicts, lists, tuples) a ``torch.Tensor`` (``to_torch``)."""
+    _torch()
+    return _convert(obj, lambda x: isinstance(x, Tensor), lambda x: to_torch(x.detach(), copy=copy))
 
 
 class _Fn:

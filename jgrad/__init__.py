@@ -25,6 +25,8 @@ from . import graphs  # noqa: E402
 from ._segment import execution_mode, get_execution_mode, set_execution_mode  # noqa: E402
 from .graphs import Graph, graph, graph_pool_handle, make_graphed_callables  # noqa: E402
 from . import profiler, viz  # noqa: E402  (matplotlib is imported lazily, only to draw)
+from .serialization import load, save  # noqa: E402
+from . import utils  # noqa: E402
 from interop.dlpack import from_dlpack  # noqa: E402  (DLPack import; interop/ owns it)
 
 __version__ = "0.1.0"

@@ -1,15 +1,27 @@
 """``jgrad.nn``: Module, layers, losses, containers, ``functional`` and ``init`` (``torch.nn``)."""
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d,
+                   AvgPool3d, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, MaxPool1d,
+                   MaxPool2d, MaxPool3d)
 from .hooks import RemovableHandle
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module
 from .modules import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax,
                       ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign, Tanh, Unflatten)
+from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+                            InstanceNorm3d, RMSNorm)
 from .parameter import Buffer, Parameter
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
+from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "ParameterDict", "Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "Flatten",
            "Unflatten", "ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus",
            "Softsign", "Softmax", "Softmin", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
-           "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "functional", "init"]
+           "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "functional", "init",
+           "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",
+           "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
+           "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm", "RNNBase", "RNN", "LSTM", "GRU", "RNNCell",
+           "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "utils"]

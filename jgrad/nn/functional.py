@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from .. import ops as _ops
+from ..ops import attention as _attention, conv as _conv, normalization as _norm
 from ..ops import linalg as _linalg, nn_ops as _nn, pointwise as _pw, random_ops as _rand, shape as _shape
 
 linear = _linalg.linear
@@ -22,17 +25,37 @@ logsigmoid = _pw.logsigmoid
 gelu = _pw.gelu
 tanh = _pw.tanh
 sigmoid = _pw.sigmoid
+scaled_dot_product_attention = _attention.scaled_dot_product_attention
+conv1d, conv2d, conv3d = _conv.conv1d, _conv.conv2d, _conv.conv3d
+conv_transpose1d, conv_transpose2d, conv_transpose3d = (_conv.conv_transpose1d, _conv.conv_transpose2d,
+                                                        _conv.conv_transpose3d)
+max_pool1d, max_pool2d, max_pool3d = _conv.max_pool1d, _conv.max_pool2d, _conv.max_pool3d
+avg_pool1d, avg_pool2d, avg_pool3d = _conv.avg_pool1d, _conv.avg_pool2d, _conv.avg_pool3d
+adaptive_avg_pool1d, adaptive_avg_pool2d = _conv.adaptive_avg_pool1d, _conv.adaptive_avg_pool2d
+adaptive_max_pool1d, adaptive_max_pool2d = _conv.adaptive_max_pool1d, _conv.adaptive_max_pool2d
+batch_norm, instance_norm = _norm.batch_norm, _norm.instance_norm
+group_norm, rms_norm = _norm.group_norm, _norm.rms_norm
 
 __all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "logsigmoid", "gelu", "tanh",
            "sigmoid", "relu", "relu6", "silu", "elu", "leaky_relu", "hardtanh", "softsign", "softmin", "softmax",
            "log_softmax", "dropout", "normalize", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-           "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+           "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "scaled_dot_product_attention", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "batch_norm",
+           "instance_norm", "group_norm", "rms_norm", "relu_", "mish", "hardswish", "hardsigmoid", "glu",
+           "dropout1d", "dropout2d", "dropout3d", "cosine_similarity", "kl_div"]
 
 
 # ---- activations ---------------------------------------------------------------
 def relu(input, inplace: bool = False):
     """``max(input, 0)``."""
     return input.relu_() if inplace else _pw.relu(input)
+
+
+def relu_(input):
+    """``relu(input)`` in place."""
+    return input.relu_()
 
 
 def relu6(input, inplace: bool = False):
@@ -57,6 +80,32 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
     return _pw.hardtanh(input, min_val, max_val)
 
 
+def mish(input, inplace: bool = False):
+    """``input * tanh(softplus(input))``."""
+    return input * _pw.softplus(input).tanh()
+
+
+def hardsigmoid(input, inplace: bool = False):
+    """``relu6(input + 3) / 6``."""
+    return _pw.hardtanh(input + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardswish(input, inplace: bool = False):
+    """``input * relu6(input + 3) / 6``."""
+    return input * hardsigmoid(input)
+
+
+def glu(input, dim: int = -1):
+    """``a * sigmoid(b)`` where ``a, b`` are the two halves of ``input`` along ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    size = input.shape[dim]
+    if size % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size {size}")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
 def softsign(input):
     """``input / (1 + |input|)``."""
     return input / (input.abs() + 1)
@@ -79,6 +128,67 @@ def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
     """Zero each element with probability ``p`` (training only) and scale the rest by ``1/(1-p)``."""
     return _rand.dropout(input, p, training, inplace, generator=generator)
+
+
+def _channel_dropout(input, p, training, batched_ndim, name, generator):
+    """Zero whole channels: one Bernoulli draw per (sample, channel), broadcast over the spatial dims."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (batched_ndim - 1, batched_ndim):
+        raise RuntimeError(f"{name}: Expected {batched_ndim - 1}D or {batched_ndim}D input, but received a "
+                           f"{input.ndim}D input.")
+    if not training or p == 0.0:
+        return input
+    lead = 2 if input.ndim == batched_ndim else 1
+    mask_shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
+    if p == 1.0:
+        return input * 0.0
+    keep = _rand.rand(*mask_shape, generator=generator, dtype=input.dtype, device=input.device) >= p
+    return input * keep.to(input.dtype) / (1.0 - p)
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
+    """Zero whole channels of ``(N, C, L)`` with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    return _channel_dropout(input, p, training, 3, "dropout1d", generator)
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
+    """Zero whole channels of ``(N, C, H, W)`` with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    return _channel_dropout(input, p, training, 4, "dropout2d", generator)
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):
+    """Zero whole channels of ``(N, C, D, H, W)`` with probability ``p`` and scale the rest by ``1/(1-p)``."""
+    return _channel_dropout(input, p, training, 5, "dropout3d", generator)
+
+
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
+    """``sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps))`` along ``dim`` (x1 and x2 broadcast first)."""
+    if tuple(x1.shape) != tuple(x2.shape):
+        shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+        x1, x2 = x1.expand(*shape), x2.expand(*shape)
+    n1 = x1.norm(2, dim, keepdim=True).clamp(min=eps)
+    n2 = x2.norm(2, dim, keepdim=True).clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
+    """KL divergence ``target * (log(target) - input)`` with ``input`` log-probabilities."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = _ops.xlogy(target, target) - target * input
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _weighted(loss, reduction)
 
 
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):

@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 import warnings
 
+import jax.numpy as jnp
+
+from .._dispatch import Op, call, call_inplace
 from ..autograd.grad_mode import no_grad
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "xavier_uniform_",
-           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
+           "orthogonal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
@@ -67,6 +70,44 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
     """Fill ``tensor`` with samples of N(mean, std^2)."""
     with no_grad():
         return tensor.normal_(mean, std, generator=generator)
+
+
+def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None):
+    """Fill ``tensor`` with samples of N(mean, std^2) truncated to [a, b] (``a``, ``b`` absolute bounds)."""
+    from ..ops.random_ops import TRUNC_NORMAL_, _key_tensor
+    if std <= 0:
+        raise ValueError(f"trunc_normal_: std must be positive, got {std}")
+    with no_grad():
+        return call_inplace(TRUNC_NORMAL_, tensor, _key_tensor(generator, tensor.device), float(mean), float(std),
+                            float(a), float(b))
+
+
+def _orthogonal_fwd(x, gain):
+    rows, cols = x.shape
+    work = x.astype(jnp.promote_types(x.dtype, jnp.float32))
+    if rows < cols:
+        work = work.T
+    q, r = jnp.linalg.qr(work)
+    q = q * jnp.sign(jnp.diagonal(r))  # PyTorch's sign fix: a uniformly distributed orthogonal matrix
+    if rows < cols:
+        q = q.T
+    return (gain * q).astype(x.dtype)
+
+
+ORTHOGONAL = Op("orthogonal", _orthogonal_fwd, differentiable=False)
+
+
+def orthogonal_(tensor, gain: float = 1, generator=None):
+    """Fill ``tensor`` (flattened to rows x the rest) with a (semi-)orthogonal matrix times ``gain``."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    from ..ops.random_ops import randn
+    rows = tensor.shape[0]
+    flat = randn(rows, tensor.numel() // rows, generator=generator, dtype=tensor.dtype, device=tensor.device)
+    with no_grad():
+        return tensor.copy_(call(ORTHOGONAL, flat, gain=float(gain)).reshape(tensor.shape))
 
 
 def constant_(tensor, val: float):

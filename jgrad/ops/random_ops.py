@@ -30,6 +30,9 @@ NORMAL = Op("normal", lambda k, shape, dtype, mean, std: mean + std * jax.random
             differentiable=False)
 NORMAL_ = Op("normal_", lambda a, k, mean, std: mean + std * jax.random.normal(_key(k), a.shape, a.dtype),
              lambda ctx, g: (None, None, None, None), save=())
+TRUNC_NORMAL_ = Op("trunc_normal_", lambda a, k, mean, std, lo, hi: (mean + std * jax.random.truncated_normal(
+    _key(k), (lo - mean) / std, (hi - mean) / std, a.shape, a.dtype)).astype(a.dtype),
+    lambda ctx, g: (None,) * 6, save=())
 
 
 def _key_tensor(generator, device):
@@ -132,6 +135,45 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
     if inplace:
         return call_inplace(DROPOUT, input, key, float(p))
     return call(DROPOUT, input, key, float(p))
+
+
+def _multinomial_fwd(k, p, n, replacement, out_dtype):
+    key = _key(k)
+    logits = jnp.where(p > 0, jnp.log(jnp.where(p > 0, p, 1)), -jnp.inf)
+    if replacement:
+        shape = (n,) + p.shape[:-1]
+        draws = jax.random.categorical(key, logits, axis=-1, shape=shape)
+        return jnp.moveaxis(draws, 0, -1).astype(out_dtype)
+    # Without replacement: the Gumbel-top-k trick (the k largest perturbed log-weights are a draw of k
+    # categories without replacement, in the order they would have been drawn one at a time).
+    gumbel = jax.random.gumbel(key, p.shape, logits.dtype)
+    _, idx = jax.lax.top_k(logits + gumbel, n)
+    return idx.astype(out_dtype)
+
+
+MULTINOMIAL = Op("multinomial", _multinomial_fwd, differentiable=False)
+
+
+@tensor_method()
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """``num_samples`` category indices per row of the non-negative weights ``input`` (1-D or 2-D).
+
+    Rows need not sum to one. Draws come from ``generator`` (default: the device's default
+    generator). Without replacement a row gives distinct categories of non-zero weight.
+    """
+    if not input.dtype.is_floating_point:
+        from ._registry import scalar_type_name
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{scalar_type_name(input.dtype)}")
+    if input.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    n = int(num_samples)
+    if n <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and n > input.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    return call(MULTINOMIAL, _key_tensor(generator, input.device), input.detach(), n=n,
+                replacement=bool(replacement), out_dtype=_dtype._index_dtype().np)
 
 
 tensor_method("bernoulli")(bernoulli)

@@ -1,0 +1,330 @@
+"""Recurrent layers: RNN, LSTM, GRU and their cells (``torch.nn``), PyTorch's parameters and equations.
+
+Each layer and direction runs as one op whose jax forward is a ``lax.scan`` over time (one XLA
+kernel, the input projection of every step done as one matmul before the scan); its gradient
+comes from ``jax.vjp``. Gate order in the weights is PyTorch's: LSTM ``i, f, g, o``; GRU ``r, z, n``.
+``PackedSequence`` inputs are not supported (pad the batch and mask the loss instead).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from .._dispatch import Op, call
+from .._tensor import Tensor
+from ..ops import linalg
+from ..ops.creation import empty, zeros
+from ..ops.shape import cat, stack
+from . import functional as F, init
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _mm(a, w):
+    return jnp.matmul(a, w.T, precision=linalg._prec())
+
+
+def _step(mode, xw, h, c, w_hh, b_hh, w_hr):
+    """One time step from the input projection ``xw`` (bias included); returns (h, c)."""
+    hw = _mm(h, w_hh)
+    if b_hh is not None:
+        hw = hw + b_hh
+    if mode == "LSTM":
+        i, f, g, o = jnp.split(xw + hw, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (_mm(h, w_hr) if w_hr is not None else h), c
+    if mode == "GRU":
+        xr, xz, xn = jnp.split(xw, 3, axis=-1)
+        hr, hz, hn = jnp.split(hw, 3, axis=-1)
+        r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
+        n = jnp.tanh(xn + r * hn)
+        return (1 - z) * n + z * h, c
+    pre = xw + hw
+    return (jnp.tanh(pre) if mode == "RNN_TANH" else jax.nn.relu(pre)), c
+
+
+def _layer_fwd(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, *, mode, reverse):
+    """One layer and direction over a time-major sequence ``x`` (T, B, I): (outputs, h_T, c_T)."""
+    xw = _mm(x, w_ih)
+    if b_ih is not None:
+        xw = xw + b_ih
+
+    def body(carry, xt):
+        h, c = _step(mode, xt, carry[0], carry[1], w_hh, b_hh, w_hr)
+        return (h, c), h
+
+    carry0 = (h0, c0 if c0 is not None else jnp.zeros((), x.dtype))
+    (h, c), ys = jax.lax.scan(body, carry0, xw, reverse=reverse)
+    return (ys, h, c) if mode == "LSTM" else (ys, h)
+
+
+_LAYER_OPS = {mode: Op(f"{name}Backward0", _layer_fwd, num_outputs=3 if mode == "LSTM" else 2)
+              for mode, name in (("LSTM", "Lstm"), ("GRU", "Gru"), ("RNN_TANH", "RnnTanh"), ("RNN_RELU", "RnnRelu"))}
+
+
+def _cell_fwd(x, h, c, w_ih, w_hh, b_ih, b_hh, *, mode):
+    xw = _mm(x, w_ih)
+    if b_ih is not None:
+        xw = xw + b_ih
+    h, c = _step(mode, xw, h, c, w_hh, b_hh, None)
+    return (h, c) if mode == "LSTM" else h
+
+
+_CELL_OPS = {mode: Op(f"{name}CellBackward0", _cell_fwd, num_outputs=2 if mode == "LSTM" else 1)
+             for mode, name in (("LSTM", "Lstm"), ("GRU", "Gru"), ("RNN_TANH", "RnnTanh"), ("RNN_RELU", "RnnRelu"))}
+
+
+class RNNBase(Module):
+    """The multi-layer, optionally bidirectional recurrent layer behind RNN, LSTM and GRU."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and "
+                          f"num_layers={num_layers}", UserWarning, stacklevel=3)
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError(f"hidden_size must be a positive integer, got {hidden_size!r}")
+        if not isinstance(num_layers, int) or num_layers <= 0:
+            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        gate = _GATES[mode] * hidden_size
+        out = proj_size if proj_size > 0 else hidden_size
+        dirs = 2 if bidirectional else 1
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            layer_in = input_size if layer == 0 else out * dirs
+            for direction in range(dirs):
+                suffix = "_reverse" if direction == 1 else ""
+                shapes = [("weight_ih", (gate, layer_in)), ("weight_hh", (gate, out))]
+                if bias:
+                    shapes += [("bias_ih", (gate,)), ("bias_hh", (gate,))]
+                if proj_size > 0:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                for name, shape in shapes:
+                    full = f"{name}_l{layer}{suffix}"
+                    setattr(self, full, Parameter(empty(*shape, device=device, dtype=dtype)))
+                    self._flat_weights_names.append(full)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch."""
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    @property
+    def all_weights(self):
+        return [[getattr(self, n) for n in self._flat_weights_names if n.endswith(f"_l{layer}{sfx}")]
+                for layer in range(self.num_layers) for sfx in (("", "_reverse") if self.bidirectional else ("",))]
+
+    def _weights(self, layer, direction):
+        sfx = f"_l{layer}" + ("_reverse" if direction else "")
+        get = lambda name: getattr(self, name + sfx, None)  # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"), get("weight_hr")
+
+    def _hidden(self, input, hx, batch, unbatched):
+        dirs = 2 if self.bidirectional else 1
+        out = self.proj_size if self.proj_size > 0 else self.hidden_size
+        shapes = [(self.num_layers * dirs, batch, out)]
+        if self.mode == "LSTM":
+            shapes.append((self.num_layers * dirs, batch, self.hidden_size))
+        if hx is None:
+            return [zeros(*s, dtype=input.dtype, device=input.device) for s in shapes]
+        hx = list(hx) if self.mode == "LSTM" else [hx]
+        if self.mode == "LSTM" and len(hx) != 2:
+            raise ValueError("LSTM expects hx as a tuple (h_0, c_0)")
+        names = ("Expected hidden[0] size", "Expected hidden[1] size") if self.mode == "LSTM" else \
+            ("Expected hidden size",)
+        for i, (h, s) in enumerate(zip(hx, shapes)):
+            if unbatched:
+                if h.ndim != 2:
+                    raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but got {h.ndim}-D tensor")
+                h = h.unsqueeze(1)
+            elif h.ndim != 3:
+                raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got {h.ndim}-D tensor")
+            if tuple(h.shape) != s:
+                raise RuntimeError(f"{names[i]} {tuple(s)}, got {tuple(h.shape)}")
+            hx[i] = h
+        return hx
+
+    def forward(self, input, hx=None):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{type(self).__name__} expects a Tensor input (PackedSequence is not supported by "
+                            f"jgrad), got {type(input).__name__}")
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{input.shape[-1]}")
+        unbatched = input.ndim == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
+        state = self._hidden(input, hx, x.shape[1], unbatched)
+        dirs = 2 if self.bidirectional else 1
+        op = _LAYER_OPS[self.mode]
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(dirs):
+                k = layer * dirs + direction
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+                c0 = state[1][k] if self.mode == "LSTM" else None
+                res = call(op, x, state[0][k], c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode=self.mode,
+                           reverse=bool(direction))
+                outs.append(res[0])
+                h_n.append(res[1])
+                if self.mode == "LSTM":
+                    c_n.append(res[2])
+            x = outs[0] if dirs == 1 else cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        output = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        hidden = [stack(h_n, 0)] + ([stack(c_n, 0)] if self.mode == "LSTM" else [])
+        if unbatched:
+            hidden = [h.squeeze(1) for h in hidden]
+        return output, (tuple(hidden) if self.mode == "LSTM" else hidden[0])
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or ReLU)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, 0, device, dtype)
+
+
+class LSTM(RNNBase):
+    """Long short-term memory; ``forward(input, (h_0, c_0)) -> (output, (h_n, c_n))``."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit; ``forward(input, h_0) -> (output, h_n)``."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype)
+
+
+class _CellBase(Module):
+    _mode = ""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        gate = _GATES[self._mode] * hidden_size
+        self.weight_ih = Parameter(empty(gate, input_size, device=device, dtype=dtype))
+        self.weight_hh = Parameter(empty(gate, hidden_size, device=device, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(gate, device=device, dtype=dtype))
+            self.bias_hh = Parameter(empty(gate, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -stdv, stdv)
+
+    def _run(self, input, hx):
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        unbatched = input.ndim == 1
+        x = input.unsqueeze(0) if unbatched else input
+        states = [] if hx is None else (list(hx) if self._mode == "LSTM" else [hx])
+        if hx is None:
+            n = 2 if self._mode == "LSTM" else 1
+            states = [zeros(x.shape[0], self.hidden_size, dtype=input.dtype, device=input.device) for _ in range(n)]
+        elif unbatched:
+            states = [h.unsqueeze(0) for h in states]
+        c = states[1] if self._mode == "LSTM" else None
+        out = call(_CELL_OPS[self._mode], x, states[0], c, self.weight_ih, self.weight_hh, self.bias_ih,
+                   self.bias_hh, mode=self._mode)
+        if unbatched:
+            out = tuple(o.squeeze(0) for o in out) if isinstance(out, tuple) else out.squeeze(0)
+        return out
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        return s
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (or ReLU)."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+        self.nonlinearity = nonlinearity
+        self._mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+
+    def forward(self, input, hx=None):
+        return self._run(input, hx)
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step: ``forward(input, (h, c)) -> (h', c')``."""
+
+    _mode = "LSTM"
+
+    def forward(self, input, hx=None):
+        return self._run(input, hx)
+
+
+class GRUCell(_CellBase):
+    """One GRU step: ``forward(input, h) -> h'``."""
+
+    _mode = "GRU"
+
+    def forward(self, input, hx=None):
+        return self._run(input, hx)

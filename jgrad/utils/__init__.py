@@ -1,0 +1,2 @@
+"""``jgrad.utils`` (``torch.utils``): ``data``."""
+from . import data  # noqa: F401
