@@ -41,22 +41,6 @@ def _torch():
         return None
 
 
-def ensure_int64():
-    """The model makes ``dtype=jg.long`` positions. Where this jgrad runs int64 only under JAX's 64-bit mode,
-    turn that on for this process (a benchmark's choice; jgrad itself never changes JAX's config). Returns
-    whether it was needed."""
-    import jgrad as jg
-
-    try:
-        jg.zeros(1, dtype=jg.long)
-        return False
-    except TypeError:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
-        return True
-
-
 def build(args, tdev):
     """(variants, checks): one Variant per framework/mode, all starting from the same weights and batch."""
     import jgrad as jg
@@ -163,10 +147,7 @@ def main(argv=None):
         if torch is not None:
             torch.set_float32_matmul_precision("high")
     env = common.environment(jdev, tdev)
-    env["x64_turned_on"] = ensure_int64()
     common.print_header("GPT training step: jgrad vs PyTorch eager", env)
-    if env["x64_turned_on"]:
-        print("- note: JAX's 64-bit mode turned on for this process (this jgrad needs it for dtype=jg.long)")
     repeat = args.repeat or (5 if args.quick else 15)
     variants, checks = build(args, tdev)
     res = common.compare(variants, repeat=repeat, batch_s=0.3)

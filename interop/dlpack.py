@@ -62,7 +62,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jgrad import _dtype
+from jgrad import _dtype, _segment
 from jgrad import streams as _streams
 from jgrad._device import device as _jg_device, from_jax as _device_from_jax
 from jgrad._capture import _settled
@@ -106,21 +106,7 @@ def _jg_dtype(np_dtype, what):
             f"{what}: jgrad has no dtype for {np.dtype(np_dtype).name}; supported: "
             f"{', '.join(d.name for d in _dtype.ALL)}. Convert it on the producer's side first "
             f"(e.g. x.astype(np.int32) / x.to(torch.int32)).") from None
-    if dt in (_dtype.float64, _dtype.int64, _dtype.complex128) and not _dtype.x64_enabled():
-        raise UnsupportedDTypeError(
-            f"{what}: {dt.name} needs 64-bit types, which JAX disables by default (it would silently "
-            "convert to 32 bits). Set JAX_ENABLE_X64=1 before importing jax, or convert to 32 bits first.")
     return dt
-
-
-def _x64_guard(obj, what):
-    """Refuse 64-bit producers when JAX would silently downcast them (x64 disabled)."""
-    if _dtype.x64_enabled():
-        return
-    name = str(getattr(obj, "dtype", "")).rsplit(".", 1)[-1]
-    if name in ("float64", "double", "int64", "long", "uint64", "complex128", "cdouble"):
-        _jg_dtype(np.float64 if name in ("float64", "double") else np.int64 if name in ("int64", "long")
-                  else np.complex128 if name in ("complex128", "cdouble") else np.uint64, what)
 
 
 def _single_device(arr, what):
@@ -278,7 +264,11 @@ def from_dlpack(obj, *, device=None, copy=None):
     The result has no autograd history and ``requires_grad=False``.
     """
     _check_copy(copy)
-    target = _target(device)
+    with _dtype.x64_scope():  # 64-bit producers import as 64-bit (jgrad's x64 rule, README)
+        return _from_dlpack(obj, _target(device), copy)
+
+
+def _from_dlpack(obj, target, copy):
     what = "from_dlpack()"
     if isinstance(obj, Tensor):
         arr = _exportable(obj, what)
@@ -320,7 +310,6 @@ def _platform_of(dl_type, obj, what):
 def _import_generic(obj, target, copy, what):
     dl_type, _ = obj.__dlpack_device__()
     platform = _platform_of(dl_type, obj, what)
-    _x64_guard(obj, what)
     try:
         # device and copy=True are applied below: jax's from_dlpack(copy=True) aliases CPU buffers anyway
         arr = jax.dlpack.from_dlpack(obj, copy=False if copy is False else None)
@@ -348,7 +337,10 @@ def _import_generic(obj, target, copy, what):
         raise BufferError(f"{what}: JAX could not import this {_tname(obj)}: {_first_line(msg)}") from e
     if platform == "cpu":
         arr.block_until_ready()   # where JAX had to copy (misaligned), the copy is done before the source changes
-    return _wrap_imported(_place(arr, target, copy, what, external=True), what)
+    placed = _place(arr, target, copy, what, external=True)
+    if placed is arr:  # shared with the producer, who may write it: "auto" mode runs ops reading it at once
+        _segment.mark_external(placed)
+    return _wrap_imported(placed, what)
 
 
 def _tname(obj):

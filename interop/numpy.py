@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jgrad import _dispatch
+from jgrad import _dispatch, _dtype, _segment
 from jgrad._device import device as _jg_device
 
 from .dlpack import ALIGNMENT, _exportable, _jg_dtype, _wrap_imported, buffer_pointer
@@ -77,6 +77,11 @@ def _pointer(a: np.ndarray) -> int:
 def _import_numpy(a, target, copy, what):
     """The NumPy path of ``from_dlpack``: ``jax.device_put`` aliases aligned host memory (any dtype,
     read-only arrays too, where NumPy's own ``__dlpack__`` refuses bfloat16 and read-only arrays)."""
+    with _dtype.x64_scope():
+        return _import_numpy_x64(a, target, copy, what)
+
+
+def _import_numpy_x64(a, target, copy, what):
     if copy is not None and not isinstance(copy, bool):
         raise ValueError(f"copy must be None, True or False, got {copy!r}")
     if isinstance(a, np.generic):
@@ -108,4 +113,6 @@ def _import_numpy(a, target, copy, what):
     arr.block_until_ready()       # a copy must be done before we return: the host array may change after
     if copy is False and a.size and buffer_pointer(arr) != _pointer(a):
         raise BufferError(f"{what}: JAX copied the array although it looked shareable; pass copy=None to allow.")
+    if not copy and a.size and buffer_pointer(arr) == _pointer(a):
+        _segment.mark_external(arr)  # NumPy may write it: "auto" mode runs ops reading it at once
     return _wrap_imported(arr, what)

@@ -151,6 +151,19 @@ def _barrier(device) -> None:
         flush_all() if device is None else flush_device(device)
 
 
+_external: dict = {}  # id(array) -> weakref: arrays sharing memory another library may write
+
+
+def mark_external(array) -> None:
+    """``array`` aliases memory another library may write (a DLPack or NumPy import without a copy).
+
+    An op recorded on it runs at once ("auto" mode flushes right after recording it), as in eager mode:
+    recorded and run later, it would read what the other library wrote meanwhile.
+    """
+    key = id(array)
+    _external[key] = weakref.ref(array, lambda _, key=key: _external.pop(key, None))
+
+
 def segment_for(device) -> "Segment":
     """The pending segment of ``device`` (a new one when none is pending)."""
     seg = _open.get(device)
@@ -420,6 +433,7 @@ class Segment(Recorder):
             leaves, treedef = _tree_flatten(args)
             refs = []
             new = ()
+            run_now = False
             slot = self._slot
             inputs = self.inputs
             n_in = len(inputs)
@@ -458,6 +472,10 @@ class Segment(Recorder):
                         if isinstance(x, _Tracer):
                             self._forget_inputs(n_in)
                             return NOT_RECORDED
+                        if _external:
+                            r = _external.get(id(x))
+                            if r is not None and r() is x:
+                                run_now = True
                         k = slot[id(x)] = len(inputs)
                         inputs.append(x)
                         new += (_input_aval(x),)
@@ -497,7 +515,7 @@ class Segment(Recorder):
                 self.n_buffers = n
                 result = _tree_unflatten(child.out_tree, outs)
             _stats.ops += 1
-            if len(self.steps) >= max_steps:
+            if run_now or len(self.steps) >= max_steps:
                 self.flush()
             return result
 

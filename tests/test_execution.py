@@ -408,3 +408,14 @@ def test_any_elementwise_program_matches_eager_values_and_grads(shape, program, 
     e, a = run("eager"), run("auto")
     np.testing.assert_allclose(a[0], e[0], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(a[1], e[1], rtol=1e-10, atol=1e-12)
+
+
+def test_ops_on_memory_another_library_writes_run_at_once():
+    from interop.numpy import empty_aligned, from_numpy
+    a = empty_aligned((4,), np.float32)
+    a[:] = [1.0, 2.0, 3.0, 4.0]
+    with jg.execution_mode("auto"):
+        t = from_numpy(a)                      # zero copy: NumPy may write this memory
+        y = t * 10                             # must read the values of now, as in eager mode
+        a[:] = 0.0
+        np.testing.assert_array_equal(y.numpy(), [10.0, 20.0, 30.0, 40.0])

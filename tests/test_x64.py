@@ -1,0 +1,51 @@
+"""jgrad's x64 rule: 64-bit types work without the user touching JAX's config, which jgrad leaves alone.
+
+The suite itself runs with JAX_ENABLE_X64=1 (gradcheck needs float64), so the rule is checked in a fresh
+interpreter with 64-bit types off, in both execution modes.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.one_execution_mode
+
+SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp, numpy as np
+    import jgrad as jg
+    assert not jax.config.jax_enable_x64
+    for mode in ("eager", "auto"):
+        with jg.execution_mode(mode):
+            a = jg.tensor([2 ** 40, 3])
+            assert a.dtype is jg.int64 and a.tolist() == [2 ** 40, 3], (mode, a.dtype, a.tolist())
+            assert jg.arange(2 ** 33, 2 ** 33 + 2).tolist() == [2 ** 33, 2 ** 33 + 1]
+            assert (jg.zeros(2, dtype=jg.long) + 2 ** 35).tolist() == [2 ** 35] * 2
+            assert jg.tensor([1, 2]).dtype is jg.int64 and jg.tensor([1.0]).dtype is jg.float32
+            d = jg.ones(2, dtype=jg.float64) / 3
+            assert d.dtype is jg.float64 and abs(d[0].item() - 1 / 3) < 1e-15
+            logits = jg.tensor(np.random.default_rng(0).standard_normal((4, 5)), dtype=jg.float32,
+                               requires_grad=True)
+            target = jg.tensor([0, 1, 4, 2], dtype=jg.long)
+            loss = jg.nn.functional.cross_entropy(logits, target)
+            loss.backward()
+            ref = jax.grad(lambda l: -jnp.mean(jax.nn.log_softmax(l)[jnp.arange(4), jnp.array([0, 1, 4, 2])]))(
+                logits.detach().numpy())
+            np.testing.assert_allclose(logits.grad.numpy(), ref, rtol=1e-5, atol=1e-7)
+            assert logits.argmax(1).dtype is jg.int64 and jg.ones(3, dtype=jg.int32).sum().dtype is jg.int64
+            emb = jg.nn.Embedding(10, 3)
+            assert emb(jg.tensor([[1, 9]])).shape == (1, 2, 3)
+    # the user's own jax code keeps JAX's defaults
+    assert jnp.arange(3).dtype == jnp.int32 and not jax.config.jax_enable_x64
+    print("ok")
+""")
+
+
+def test_64_bit_types_without_jax_enable_x64():
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_ENABLE_X64", "JGRAD_EXECUTION")}
+    env["JAX_ENABLE_X64"] = "0"
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
