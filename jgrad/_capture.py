@@ -348,6 +348,7 @@ class Capture(Recorder):
         self.active = True
         self.abandoned = None           # why, once abandoned
         self.failed_replay = None       # the error of its graph's last replay, when that failed
+        self.checks = []                # device-side checks recorded (jgrad._checks), re-armed at each replay
 
     # ---- recording ------------------------------------------------------------
     def record(self, fn, args, stream, tensors=()):

@@ -25,6 +25,7 @@ from ._tensor import Tensor
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
 from .streams import active_captures as _active_captures
 from .streams import check_access, host_read, record_new
+from .streams import _sync_hooks
 from ._capture import Buffer, CaptureError, abstract, concrete
 from .autograd.engine import task_should_compute_output
 from .autograd.grad_mode import state as _state
@@ -661,11 +662,13 @@ def _inplace_result(op, target, res):
 
 # ---- host syncs and abstract tensors (capture fills these in) -------------------
 def host_sync(tensor, what: str) -> None:
-    """Before a host read: an error during capture; a stream access for the sanitizer."""
+    """Before a host read: an error during capture; a stream access for the sanitizer; pending checks."""
     for cap in list(_active_captures):
         cap.on_host_sync(what)
     if _sanitizing[0] and tensor is not None:
         host_read(tensor, what)
+    for hook in _sync_hooks:
+        hook(what, None)
 
 
 def _saved_view(s):

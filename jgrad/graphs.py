@@ -20,7 +20,7 @@ import itertools
 import operator
 import time
 
-from . import _capture, _dispatch, _segment, profiler as _profiler
+from . import _capture, _checks, _dispatch, _segment, profiler as _profiler
 from ._capture import Buffer as _Buffer
 from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
 from ._segment import SegmentCacheInfo, segment_cache_clear, segment_cache_info  # noqa: F401
@@ -141,6 +141,7 @@ class Graph:
             raise RuntimeError("replay() was called on a graph that has not been captured: capture it with "
                                "`with jg.graph(g): ...` (or capture_begin()/capture_end()) first.")
         plan.run(_current_for(plan.cap.origin.device))
+        _checks.rearm(plan.cap.checks)
 
     def reset(self) -> None:
         """Forget the captured graph (abandoning a capture under way); the instance can capture again."""

@@ -350,9 +350,16 @@ def _tick(s: Stream) -> int:
 active_captures: list = []
 
 
+# Run at every host synchronization (a value read, synchronize()): jgrad._checks installs the report of
+# pending device-side checks (Note [Deferred checks]). Streams never import the layers above them.
+_sync_hooks: list = []
+
+
 def _host_sync_hook(what, s):
     for cap in list(active_captures):
         cap.on_host_sync(what)
+    for hook in _sync_hooks:
+        hook(what, s)
 
 
 def _check_capture_join(s, event):
@@ -462,6 +469,16 @@ def record_new(outputs, s: Stream, opname: str) -> None:
     for x in outputs:
         st = _state(x._vc)
         st[0], st[1][:] = _Access(s, t, site, f"write by {opname}"), []
+
+
+def blocking_copy(out, src: Stream, dst: Stream, what: str) -> None:
+    """A blocking device copy (``.cpu()``, ``.to(device)``): the source was read on ``src``, the host waited
+    for it (PyTorch's blocking copy), and ``out`` is fresh storage on ``dst``, ordered after that wait."""
+    if not _san[0]:
+        return
+    _host_join(src._vc)
+    _tick(dst)
+    record_new((out,), dst, what)
 
 
 def host_read(t, what: str) -> None:

@@ -5,7 +5,13 @@ CI budget: hypothesis draws few examples (tests/_op_helpers.py; JGRAD_TEST_THORO
 
 Execution modes: every test runs twice, in "eager" and in "auto" (tiered) execution mode (ids end in
 ``[eager]``/``[auto]``); ``--execution-mode eager|auto`` (or JGRAD_TEST_EXECUTION) runs one of them.
-A test marked ``@pytest.mark.one_execution_mode`` runs once, in the mode it sets up itself."""
+A test marked ``@pytest.mark.one_execution_mode`` runs once, in the mode it sets up itself.
+
+GPU test mode: ``JGRAD_TEST_DEVICE=gpu python -m pytest tests`` runs the suite with the first GPU as jgrad's
+default device (the 4 virtual CPU devices stay, so multi-device tests still run). Tests that are
+CPU-only by nature say so with ``@pytest.mark.cpu_only("why")`` and are skipped there. So that the
+many NumPy comparisons work unchanged, ``Tensor.numpy()`` of a GPU tensor copies it with ``.cpu()``
+first in that mode (a harness convenience; PyTorch's TypeError stays what users get)."""
 import os
 
 os.environ.setdefault("JAX_ENABLE_X64", "1")
@@ -16,7 +22,11 @@ if "xla_force_host_platform_device_count" not in flags:
 # are unchanged: XLA's CPU fast-math stays off). JGRAD_TEST_XLA_OPT=1 keeps XLA's default optimisation.
 if "xla_backend_optimization_level" not in flags and os.environ.get("JGRAD_TEST_XLA_OPT") != "1":
     os.environ["XLA_FLAGS"] = flags + " --xla_backend_optimization_level=0"
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+TEST_DEVICE = os.environ.get("JGRAD_TEST_DEVICE", "cpu").strip().lower()
+if TEST_DEVICE not in ("cpu", "gpu"):
+    raise ValueError(f"JGRAD_TEST_DEVICE must be 'cpu' or 'gpu', got {TEST_DEVICE!r}")
+if TEST_DEVICE == "cpu":
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -35,6 +45,33 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "one_execution_mode: run this test once, not once per execution mode")
+    config.addinivalue_line("markers", "cpu_only(reason): skipped in the GPU test mode (JGRAD_TEST_DEVICE=gpu)")
+    if TEST_DEVICE == "gpu":
+        _gpu_harness()
+
+
+def _gpu_harness():
+    if not [d for d in jax.devices() if d.platform == "gpu"]:
+        raise pytest.UsageError("JGRAD_TEST_DEVICE=gpu, but JAX sees no GPU")
+    import jgrad as jg
+    from jgrad._tensor import Tensor
+    jg.set_default_device("gpu")
+    real_numpy = Tensor.numpy
+
+    def numpy(self, *, force=False):
+        t = self.cpu() if self._device.type == "gpu" and not force else self  # .cpu() keeps requires_grad
+        return real_numpy(t, force=force)
+
+    Tensor.numpy = numpy
+
+
+def pytest_collection_modifyitems(config, items):
+    if TEST_DEVICE != "gpu":
+        return
+    for item in items:
+        m = item.get_closest_marker("cpu_only")
+        if m is not None:
+            item.add_marker(pytest.mark.skip(reason=f"CPU-only: {m.args[0] if m.args else 'by nature'}"))
 
 
 def pytest_generate_tests(metafunc):

@@ -312,3 +312,25 @@ def test_env_var_turns_sanitizer_on(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**__import__("os").environ, "JGRAD_STREAM_SANITIZER": "1"}, timeout=120)
     assert "RACE" in out.stdout, out.stderr
+
+
+def test_blocking_copy_to_the_host_after_a_synced_side_stream_is_no_race():
+    # PyTorch's blocking .cpu() reads on the source device's current stream and returns host data: reading
+    # it after a properly synced side stream is no race (it was reported as one: issue 17).
+    import os
+    src = "gpu:0" if os.environ.get("JGRAD_TEST_DEVICE") == "gpu" else "cpu:1"
+    with jg.streams.sanitizer():
+        x = jg.ones(4, device=src)
+        side = jg.Stream(src)
+        side.wait_stream(jg.current_stream(src))
+        with jg.stream(side):
+            y = x * 2
+        jg.current_stream(src).wait_stream(side)
+        np.testing.assert_array_equal(y.to("cpu:0").numpy(), np.full(4, 2.0))
+        np.testing.assert_array_equal(y.cpu().numpy(), np.full(4, 2.0))
+        z = jg.ones(4, device=src)
+        side.wait_stream(jg.current_stream(src))
+        with jg.stream(side):
+            w = z * 3                  # the current stream does not wait for it: copying it must still race
+        with pytest.raises(jg.streams.StreamRaceError):
+            w.cpu()

@@ -245,9 +245,15 @@ INDEX_ADD = Op("IndexAddBackward0", lambda a, idx, src, dim, alpha: a.at[
 @tensor_method()
 def index_add(input, dim, index, source, *, alpha=1):
     """``input`` with ``alpha * source`` added at ``index`` along ``dim`` (repeated indices accumulate)."""
-    return call(INDEX_ADD, input, index, source, dim=wrap_dim(dim, input.ndim), alpha=alpha)
+    return call(INDEX_ADD, input, index, source, dim=_index_dim(input, dim, index, "index_add"), alpha=alpha)
+
+
+def _index_dim(input, dim, index, name):
+    from .shape import _check_values
+    return _check_values(input, wrap_dim(dim, input.ndim), index, name)
 
 
 @tensor_method("index_add_")
 def index_add_(input, dim, index, source, *, alpha=1):
-    return call_inplace(INDEX_ADD, input, index, source, dim=wrap_dim(dim, input.ndim), alpha=alpha)
+    return call_inplace(INDEX_ADD, input, index, source, dim=_index_dim(input, dim, index, "index_add_"),
+                        alpha=alpha)

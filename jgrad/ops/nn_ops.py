@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtype
+from .._checks import check_range
 from .._dispatch import Op, call
 from ._registry import broadcast_shapes, tensor_method, wrap_dim
 
@@ -153,11 +154,19 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                              f"({target.shape[0]}).")
         if tuple(target.shape) != tuple(expect):
             raise RuntimeError(f"Expected target size {list(expect)}, got {list(target.shape)}")
+        _check_targets(input, target, ignore_index, "cross_entropy")
     return call(CROSS_ENTROPY, input, target, weight, ignore_index=ignore_index, reduction=reduction,
                 label_smoothing=float(label_smoothing))
 
 
+def _check_targets(input, target, ignore_index, name):
+    n_classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
+    check_range(target, 0, n_classes, lambda bad: IndexError(f"Target {bad} is out of bounds."), name,
+                ignore=ignore_index)
+
+
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    _check_targets(input, target, ignore_index, "nll_loss")
     return call(NLL_LOSS, input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
@@ -240,6 +249,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
                                   "implement it")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
+    check_range(input, 0, weight.shape[0], lambda bad: IndexError("index out of range in self"), "embedding")
     return call(EMBEDDING, weight, input, padding_idx=padding_idx)
 
 
@@ -247,6 +257,9 @@ def one_hot(tensor, num_classes=-1):
     from .creation import tensor as _t
     if num_classes < 0:
         num_classes = int(tensor.max().item()) + 1
+    check_range(tensor, 0, num_classes, lambda bad: RuntimeError(
+        "Class values must be non-negative." if bad < 0 else "Class values must be smaller than num_classes."),
+        "one_hot")
     return call(ONE_HOT, tensor, num_classes=num_classes)
 
 

@@ -434,8 +434,13 @@ def _transfer(t, dev):
     if dev is t.device:
         return t
     out = call(TRANSFER, t, device=dev, src=t.device)
-    # The dispatcher stamps outputs with the inputs' device; a transfer's output lives on `dev`.
+    # The dispatcher stamps outputs with the inputs' device and stream; a transfer's output lives on `dev`,
+    # written on its current stream after the (blocking) copy read the source on the source's stream.
+    src_stream = out._stream
     out._device, out._stream = dev, _current_for(dev)
+    if src_stream is not None:
+        from ..streams import blocking_copy
+        blocking_copy(out, src_stream, out._stream, "Tensor.to()")
     node = out._grad_fn
     if node is not None:  # InputMetadata is shared between nodes: replace it, never mutate it
         meta = node.input_metadata[0]

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _dtype
 from .._dispatch import Op, call, call_inplace
+from .._checks import check_range
 from .._tensor import Tensor
 from ._registry import norm_dim, static, tensor_method, wrap_dim
 
@@ -277,8 +278,20 @@ SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: a.at[_scatter_i
 INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx.reshape(-1), axis=dim))
 
 
+def _out_of_bounds(cls, dim, size):
+    """PyTorch's error for an index out of range (as ``_checks.check_range``'s ``make_error``)."""
+    return lambda bad: cls(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _check_values(input, d, index, name):
+    """The indices' values in ``[0, size)`` along ``d`` (on the device: reported at the next host sync)."""
+    check_range(index, 0, input.shape[d] if input.ndim else 1, _out_of_bounds(RuntimeError, d, input.shape[d]
+                                                                              if input.ndim else 1), name)
+    return d
+
+
 def _check_index(input, dim, index, name, src=None):
-    """PyTorch's checks of gather/scatter: int index, same rank, index no larger than input."""
+    """PyTorch's checks of gather/scatter: int index, same rank, index no larger than input, values in range."""
     if index.dtype.is_floating_point or index.dtype is _dtype.bool:
         raise RuntimeError(f"{name}(): Expected dtype int64 for index")
     d = wrap_dim(dim, input.ndim)
@@ -291,7 +304,7 @@ def _check_index(input, dim, index, name, src=None):
         if isinstance(src, Tensor) and src.ndim and index.shape[i] > src.shape[i]:
             raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than src "
                                f"{list(src.shape)} in dimension {i}")
-    return d
+    return _check_values(input, d, index, name)
 
 
 @tensor_method()
@@ -327,7 +340,10 @@ def index_select(input, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index.dtype.is_floating_point or index.dtype is _dtype.bool:
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
-    return call(INDEX_SELECT, input, index, dim=wrap_dim(dim, input.ndim))
+    d = wrap_dim(dim, input.ndim)
+    check_range(index, 0, input.shape[d] if input.ndim else 1, lambda bad: IndexError("index out of range in self"),
+                "index_select")
+    return call(INDEX_SELECT, input, index, dim=d)
 
 
 REPEAT = Op("RepeatBackward0", lambda a, reps: jnp.tile(a, reps))
@@ -470,7 +486,10 @@ def _index_spec(input, idx):
         elif _consumed(i) != 1 or isinstance(i, (Tensor, np.ndarray)) and i.dtype in (_dtype.bool, np.bool_):
             dim = _mask_index(input, i, dim, spec, tensors)
         elif isinstance(i, (Tensor, np.ndarray)):
-            tensors.append(_int_index(input, i, dim))
+            t = _int_index(input, i, dim)
+            n = input.shape[dim]
+            check_range(t, -n, n, _out_of_bounds(IndexError, dim, n), "indexing")
+            tensors.append(t)
             spec.append(_T)
             dim += 1
         elif isinstance(i, (int, np.integer)):

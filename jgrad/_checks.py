@@ -1,0 +1,149 @@
+"""Device-side checks of values (indices in range): CUDA's device-side asserts, without the broken context.
+
+Ops call ``check_range``; it imports ``_dispatch`` (the check is an op) and is used by the op library
+and by ``graphs`` (a replay re-arms the checks it captured). ``streams`` and ``_dispatch`` reach it
+through the host-sync hook it installs, never by import.
+
+Note [Deferred checks]
+~~~~~~~~~~~~~~~~~~~~~~
+Why: JAX's indexing never fails. An index out of range is clamped, wrapped or dropped (gather,
+scatter, take), or gives NaN, where PyTorch raises. Checking on the host would cost a device-to-host
+sync per op, which is what asynchronous dispatch and tiered execution exist to avoid. So, as CUDA's
+device-side asserts do, the check is computed on the device beside the op's result: a small kernel
+(fused into the segment's executable in "auto" mode, into the graph in a capture) that gives
+``[ok, first bad value]``, and the flag is read at the next host synchronization.
+
+When it is reported: at the next host read of a value (``item``, ``tolist``, ``numpy``, ``bool``,
+printing), ``synchronize()`` of a stream, an event or the device, or a DLPack export. Index tensors
+whose values already sit in host memory (a CPU tensor that is not pending work) are checked at the op,
+with NumPy, and raise there, as PyTorch's CPU kernels do. The error is PyTorch's (its type and
+wording), followed by where the op was issued and where the failure was noticed.
+
+What is left usable: the op's result holds clamped garbage, as on a GPU; nothing else is touched, the
+pending checks are cleared when one is reported, and every tensor, parameter and graph stays usable.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _dispatch, _dtype, streams
+from ._dispatch import Op, call
+from ._tensor import Tensor
+
+
+def _range_flag(idx, low, high, ignore):
+    """``[1, 0]`` when every index is in ``[low, high)`` (or equals ``ignore``), else ``[0, first bad value]``."""
+    i = idx.reshape(-1).astype(jnp.int64)
+    bad = (i < low) | (i >= high)
+    if ignore is not None:
+        bad = bad & (i != ignore)
+    if i.size == 0:
+        return jnp.array([1, 0], jnp.int64)
+    first = jnp.argmax(bad)
+    return jnp.stack([1 - jnp.any(bad).astype(jnp.int64), i[first]])
+
+
+RANGE_CHECK = Op("range_check", _range_flag, differentiable=False)
+
+
+class PendingCheck:
+    """A flag on the device and how to report it: PyTorch's exception for the first bad value."""
+
+    __slots__ = ("flag", "make_error", "op", "site")
+
+    def __init__(self, flag, make_error, op, site):
+        self.flag, self.make_error, self.op, self.site = flag, make_error, op, site
+
+    def error(self, bad, noticed):
+        e = self.make_error(bad)
+        msg = (f"{e.args[0] if e.args else ''} ({self.op} issued at {self.site}; noticed at {noticed}: on the "
+               "device, indices are checked beside the kernel and reported at the next host synchronization, like "
+               "CUDA's device-side asserts)")
+        return type(e)(msg)
+
+
+_lock = threading.Lock()
+_pending: list = []   # PendingCheck, in issue order
+
+
+def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=None) -> None:
+    """Check that every value of ``index`` is in ``[low, high)`` (``ignore`` excepted).
+
+    ``make_error(bad_value)`` returns PyTorch's exception. Host values are checked now; values on a
+    device or still pending are checked beside the kernel and reported at the next host sync.
+    """
+    d = index._data
+    if index._device.type == "cpu" and isinstance(d, jax.Array) and not _is_tracer(d):
+        a = np.asarray(d)  # host memory: waits for the producer, no transfer
+        bad = (a < low) | (a >= high)
+        if ignore is not None:
+            bad &= a != ignore
+        if bad.any():
+            raise make_error(int(a[bad].flat[0]))
+        return
+    if _is_tracer(d):
+        return  # inside a jax transformation (functionalize): nothing can be reported
+    flag = call(RANGE_CHECK, index.detach(), low=int(low), high=int(high), ignore=ignore)
+    check = PendingCheck(flag, make_error, op, streams._user_site())
+    cap = flag._stream._capture if flag._stream is not None else None
+    with _lock:
+        if cap is not None:
+            cap.checks.append(check)  # re-armed at every replay (graphs.Graph.replay)
+        else:
+            _pending.append(check)
+
+
+def _is_tracer(d):
+    return isinstance(d, jax.core.Tracer)
+
+
+def rearm(checks) -> None:
+    """A replay made these captured flags anew: report them at the next host sync."""
+    if checks:
+        with _lock:
+            _pending.extend(checks)
+
+
+def verify(noticed: str) -> None:
+    """Read every pending flag (one transfer) and raise the first failure's error; the list is cleared."""
+    with _lock:
+        if not _pending:
+            return
+        checks = _pending[:]
+        _pending.clear()
+    flags = [c.flag._value for c in checks]  # pending work runs here (a barrier, in "auto" mode)
+    with _dtype.x64_scope():
+        try:
+            values = np.asarray(flags[0] if len(flags) == 1 else _stack(flags)).reshape(-1, 2)
+        except ValueError:  # flags on several devices: one read each
+            values = np.stack([np.asarray(f) for f in flags])
+    for c, (ok, bad) in zip(checks, values):
+        if not ok:
+            raise c.error(int(bad), noticed)
+
+
+@jax.jit
+def _stack(flags):
+    return jnp.stack(flags)
+
+
+def pending_count() -> int:
+    """How many checks wait for the next host sync (tests use it)."""
+    return len(_pending)
+
+
+def _on_host_sync(what, stream=None):
+    if _pending:
+        verify(f"{what} at {streams._user_site()}")
+
+
+def _install():
+    streams._sync_hooks.append(_on_host_sync)
+
+
+_install()

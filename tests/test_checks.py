@@ -1,0 +1,141 @@
+"""Out-of-range indices raise PyTorch's error (Note [Deferred checks] in jgrad/_checks.py).
+
+Indices already in host memory are checked at the op. Indices that are pending work ("auto" mode) or on
+a GPU are checked beside the kernel and reported at the next host synchronization.
+"""
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import jgrad as jg
+from jgrad import _checks
+
+torch = pytest.importorskip("torch")
+F = jg.nn.functional
+
+
+def _x():
+    return jg.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+
+
+CASES = {
+    "gather": (lambda x, i: jg.gather(x, 0, i.reshape(1, 1)), lambda x, i: torch.gather(x, 0, i.reshape(1, 1))),
+    "scatter": (lambda x, i: x.clone().scatter_(0, i.reshape(1, 1), jg.ones(1, 1)),
+                lambda x, i: x.clone().scatter_(0, i.reshape(1, 1), torch.ones(1, 1))),
+    "scatter_add": (lambda x, i: jg.scatter_add(x, 0, i.reshape(1, 1), jg.ones(1, 1)),
+                    lambda x, i: torch.scatter_add(x, 0, i.reshape(1, 1), torch.ones(1, 1))),
+    "index_select": (lambda x, i: x.index_select(0, i), lambda x, i: x.index_select(0, i)),
+    "getitem": (lambda x, i: x[i], lambda x, i: x[i]),
+    "setitem": (lambda x, i: x.clone().__setitem__(i, 1.0), lambda x, i: x.clone().__setitem__(i, 1.0)),
+    "index_add": (lambda x, i: x.index_add(0, i, jg.ones(1, 4)), lambda x, i: x.index_add(0, i, torch.ones(1, 4))),
+    "embedding": (lambda x, i: F.embedding(i, x), lambda x, i: torch.nn.functional.embedding(i, x)),
+    "cross_entropy": (lambda x, i: F.cross_entropy(x[:1], i), lambda x, i: torch.nn.functional.cross_entropy(x[:1], i)),
+    "nll_loss": (lambda x, i: F.nll_loss(x[:1], i), lambda x, i: torch.nn.functional.nll_loss(x[:1], i)),
+    "one_hot": (lambda x, i: F.one_hot(i, 3), lambda x, i: torch.nn.functional.one_hot(i, 3)),
+}
+
+
+def _torch_error(name, bad):
+    x = torch.arange(12.0).reshape(3, 4)
+    try:
+        CASES[name][1](x, torch.tensor([bad]))
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e).splitlines()[0]
+    raise AssertionError(f"torch raised nothing for {name}[{bad}]")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("bad", [7, -9])
+def test_out_of_range_indices_raise_pytorch_s_error(name, bad):
+    # At the op (host indices), or at the next host sync when the index is pending work ("auto" mode
+    # records the reshape some cases make of it): PyTorch's type, PyTorch's message first.
+    want_type, want_msg = _torch_error(name, bad)
+    x = _x()
+    with pytest.raises(want_type) as info:
+        CASES[name][0](x, jg.tensor([bad]))
+        jg.synchronize()
+    assert str(info.value) == want_msg or str(info.value).startswith(want_msg + " (")
+    assert _checks.pending_count() == 0
+    np.testing.assert_array_equal(x.numpy(), np.arange(12.0).reshape(3, 4))  # nothing lost
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_valid_indices_compute_and_leave_nothing_pending(name):
+    x = _x()
+    ok = 0 if name not in ("getitem", "setitem") else -1  # negative indices are valid where PyTorch wraps them
+    out = CASES[name][0](x, jg.tensor([ok]))
+    jg.synchronize()
+    assert _checks.pending_count() == 0
+    if out is not None:
+        want = CASES[name][1](torch.arange(12.0).reshape(3, 4), torch.tensor([ok]))
+        np.testing.assert_allclose(np.asarray(out.detach().numpy(), np.float64), want.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.one_execution_mode
+@pytest.mark.parametrize("read", ["item", "numpy", "synchronize", "bool"])
+def test_device_indices_are_reported_at_the_next_host_sync(read):
+    with jg.execution_mode("auto"):
+        x = _x()
+        idx = jg.tensor([1]) * 5                 # pending work: its values are not on the host
+        y = x.index_select(0, idx)               # returns: the check runs beside the kernel
+        assert _checks.pending_count() == 1
+        with pytest.raises(IndexError, match=re.escape("index out of range in self (index_select issued at ")) as e:
+            {"item": lambda: y.sum().item(), "numpy": lambda: y.numpy(), "synchronize": jg.synchronize,
+             "bool": lambda: bool(y.sum() > 0)}[read]()
+        assert "test_checks.py" in str(e.value) and "noticed at" in str(e.value)
+        assert _checks.pending_count() == 0      # reported once, then cleared
+        # everything else is usable
+        assert x.sum().item() == 66.0
+        w = jg.ones(3, requires_grad=True)
+        (w * x[:, 0]).sum().backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [0.0, 4.0, 8.0])
+
+
+@pytest.mark.one_execution_mode
+def test_captured_checks_are_rearmed_by_every_replay():
+    with jg.execution_mode("eager"):
+        x = _x()
+        idx = jg.zeros(1, dtype=jg.long)
+        g = jg.Graph()
+        with jg.graph(g):
+            y = x.index_select(0, idx * 1)
+        g.replay()
+        np.testing.assert_array_equal(y.numpy(), [[0.0, 1.0, 2.0, 3.0]])
+        idx.copy_(jg.tensor([3]))
+        g.replay()
+        with pytest.raises(IndexError, match="index out of range in self"):
+            y.numpy()
+        idx.copy_(jg.tensor([2]))
+        g.replay()
+        np.testing.assert_array_equal(y.numpy(), [[8.0, 9.0, 10.0, 11.0]])
+
+
+@pytest.mark.one_execution_mode
+def test_ignore_index_and_negative_wrapping():
+    with jg.execution_mode("auto"):
+        logits = jg.randn(3, 4)
+        target = jg.tensor([0, -100, 3]) * 1     # pending; -100 is ignore_index
+        loss = F.cross_entropy(logits, target)
+        assert np.isfinite(loss.item())
+        x = _x()
+        np.testing.assert_array_equal(x[jg.tensor([-1]) * 1].numpy(), [[8.0, 9.0, 10.0, 11.0]])
+
+
+@settings(max_examples=15, deadline=None)
+@given(size=st.integers(1, 6), idx=st.lists(st.integers(-10, 10), min_size=1, max_size=5),
+       pending=st.booleans())
+def test_gather_raises_iff_an_index_is_out_of_range(size, idx, pending):
+    x = jg.tensor(np.arange(size, dtype=np.float32))
+    index = jg.tensor(idx)
+    bad = [i for i in idx if not 0 <= i < size]
+    with jg.execution_mode("auto" if pending else jg.get_execution_mode()):
+        if pending:
+            index = index * 1
+        if bad:
+            with pytest.raises(RuntimeError, match=f"index {bad[0]} is out of bounds for dimension 0 with size {size}"):
+                jg.gather(x, 0, index).numpy()
+        else:
+            np.testing.assert_array_equal(jg.gather(x, 0, index).numpy(), np.asarray(idx, np.float32))
+    assert _checks.pending_count() == 0
