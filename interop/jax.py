@@ -188,7 +188,9 @@ def functionalize(fn, *, name=None):
 
     def call(flat, treedef, kwargs):
         tensors = _wrap_inputs(flat, [_is_diff(jnp.result_type(x)) for x in flat])
-        with enable_grad():
+        # A backward inside fn must run on this thread: jax's tracers belong to the thread tracing them
+        # (a GPU's backward would otherwise run on the engine's device thread).
+        with set_multithreading_enabled(False), enable_grad():
             out = fn(*jax.tree_util.tree_unflatten(treedef, tensors), **kwargs)
         leaves, out_tree = jax.tree_util.tree_flatten(out, is_leaf=_is_tensor)
         return tensors, leaves, out_tree

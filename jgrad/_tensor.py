@@ -254,7 +254,10 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A new tensor with the same storage and version counter, without history."""
-        t = Tensor._make(self._data, self._device, self._stream)
+        d = self._data
+        if type(d) is _Buffer and not d.owner.active and not d.owner.segment and d.value is not None:
+            d = d.value  # a graph's output: the alias keeps this replay's value, not the next replay's
+        t = Tensor._make(d, self._device, self._stream)
         t._vc = self._vc
         if self._aval is not None:
             t._aval = self._aval

@@ -564,7 +564,7 @@ def test_validate_outputs_count_shape_dtype_device():
     # device: only 0-dim gradients are moved
     Dev = _bad_fn(lambda g: g.to("cpu:1"), "Dev")
     with pytest.raises(RuntimeError, match=r"Function DevBackward returned an invalid gradient at index 0 - "
-                                           r"expected device cpu but got cpu:1"):
+                                           rf"expected device {x.device} but got cpu:1"):
         Dev.apply(x).sum().backward()
     s = jg.tensor(2.0, dtype=jg.float32, requires_grad=True)
     _bad_fn(lambda g: g.to("cpu:1"), "Dev0").apply(s).backward()
@@ -983,6 +983,7 @@ def test_device_work_runs_on_its_device_thread_with_the_callers_modes():
     assert A.is_multithreading_enabled()
 
 
+@pytest.mark.cpu_only("asserts which node runs on the calling thread, where CPU work runs")
 def test_mixed_devices_hand_gradients_between_threads():
     names = {}
     x = jg.tensor([1.0, 2.0, 3.0], dtype=F64, requires_grad=True)  # cpu:0

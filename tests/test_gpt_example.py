@@ -27,6 +27,7 @@ def twins():
     return jt, tt, jm, tm
 
 
+@pytest.mark.cpu_only("compares with the same model on PyTorch's CPU")
 def test_gpt_training_steps_equal_pytorch(twins):
     jt, tt, jm, tm = twins
     tok, train_data, _ = jt.load_data(os.path.join(ROOT, "examples", "gpt", "coriolanus.txt"))

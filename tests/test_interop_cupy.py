@@ -59,6 +59,7 @@ def test_non_contiguous_copied_or_refused():
         from_cupy(x, copy=False)
 
 
+@pytest.mark.cpu_only("needs a CPU tensor as the default")
 def test_cpu_tensor_needs_a_copy():
     t = jg.arange(4.0)
     y = to_cupy(t)

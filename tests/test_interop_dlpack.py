@@ -62,6 +62,7 @@ def test_numpy_to_jgrad_zero_copy_every_dtype(name):
     assert not t.requires_grad and t.grad_fn is None
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 @pytest.mark.parametrize("name", ALL_DTYPES)
 def test_jgrad_to_jax_and_numpy_zero_copy_every_dtype(name):
     a = sample((4, 3), name)
@@ -101,6 +102,7 @@ def test_zero_d_and_empty(shape, name):
     np.testing.assert_array_equal(back, a)
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_dlpack_device():
     t = jg.ones(3)
     dev = t.__dlpack_device__()
@@ -126,6 +128,7 @@ def test_other_virtual_cpu_device_round_trip():
         jg.from_dlpack(t, device="cpu:1", copy=False)
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_copy_true_copies():
     a = aligned_copy(np.arange(8.0))
     t = jg.from_dlpack(a, copy=True)
@@ -207,6 +210,7 @@ def test_sharded_jax_array_refused():
         jg.from_dlpack(a)
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_export_requires_grad_refused_like_pytorch():
     t = jg.ones(3, requires_grad=True)
     with pytest.raises(BufferError, match="require gradient"):
@@ -218,6 +222,7 @@ def test_export_requires_grad_refused_like_pytorch():
     assert nptr(to_numpy(t)) == jptr(t)                       # helpers detach for you
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_export_arguments():
     t = jg.arange(4.0)
     assert t.__dlpack__(max_version=(1, 0)) is not None
@@ -253,6 +258,7 @@ def test_traced_tensor_cannot_be_exported():
 
 
 # ---- mutation semantics ------------------------------------------------------------------------------------
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_jgrad_inplace_never_writes_into_exported_buffer():
     t = jg.arange(4.0)
     n = np.from_dlpack(t)
@@ -269,6 +275,7 @@ def test_jgrad_inplace_never_writes_into_exported_buffer():
     np.testing.assert_array_equal(to_numpy(t), [7.0, 4.0, 6.0, 7.0])
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_exported_numpy_views_are_read_only():
     t = jg.arange(3.0)
     for v in (to_numpy(t), np.from_dlpack(t)):
@@ -277,6 +284,7 @@ def test_exported_numpy_views_are_read_only():
             v[0] = 1.0
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_jax_does_not_donate_an_exported_buffer():
     t = jg.arange(4.0)
     n = np.from_dlpack(t)
@@ -303,6 +311,7 @@ def test_import_never_mutates_the_source():
 
 
 # ---- streams -----------------------------------------------------------------------------------------------
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_export_is_a_read_on_the_current_stream():
     x = jg.randn(4)
     s = jg.Stream()
@@ -330,6 +339,7 @@ def test_export_to_a_jgrad_stream_makes_it_wait():
             z2 + 1                                     # no handshake, no order
 
 
+@pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 def test_import_is_written_on_the_current_stream():
     with jg.streams.sanitizer():
         s = jg.Stream()

@@ -31,6 +31,7 @@ def close(a, b, tol=1e-10):
 
 
 # ---- Parameter ---------------------------------------------------------------------------
+@pytest.mark.cpu_only("PyTorch's reprs of CPU tensors")
 def test_parameter_basics_and_repr_match_torch():
     p = nn.Parameter(jg.tensor([1.0, 2.0]))
     tp = torch.nn.Parameter(torch.tensor([1.0, 2.0]))

@@ -14,6 +14,7 @@ def _graph():
     return x, w, (x @ w).relu().sum()
 
 
+@pytest.mark.cpu_only("CPU work runs on the calling thread; a GPU's backward runs on its device thread")
 def test_events_name_every_backward_node_in_order():
     _, _, y = _graph()
     with jg.profiler.profile() as prof:
@@ -43,6 +44,7 @@ def test_sync_true_and_device_threads_and_streams():
     assert all(e.thread.startswith("jgrad-autograd") for e in prof.events)
 
 
+@pytest.mark.cpu_only("CPU work runs on the calling thread; a GPU's backward runs on its device thread")
 def test_chrome_trace_has_one_x_event_per_node(tmp_path):
     s = jg.Stream()
     x = jg.randn(5, requires_grad=True)
@@ -67,6 +69,7 @@ def test_chrome_trace_has_one_x_event_per_node(tmp_path):
     assert names == {"cpu default", f"cpu stream {s.id}"}
 
 
+@pytest.mark.cpu_only("CPU work runs on the calling thread; a GPU's backward runs on its device thread")
 def test_timeline_draws_with_agg(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
@@ -85,6 +88,7 @@ def test_timeline_draws_with_agg(tmp_path):
     plt.close(ax2.figure)
 
 
+@pytest.mark.cpu_only("CPU work runs on the calling thread; a GPU's backward runs on its device thread")
 def test_record_function_and_record_span_and_table():
     with jg.profiler.profile() as prof:
         with jg.profiler.record_function("step"):

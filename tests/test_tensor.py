@@ -109,6 +109,7 @@ def test_like_factories():
 
 
 # ---- devices -------------------------------------------------------------------------------
+@pytest.mark.cpu_only("expects the CPU as the default device")
 def test_devices():
     cpu = jg.device("cpu")
     assert cpu.type == "cpu" and cpu.index == 0 and str(cpu) == "cpu" and jg.device("cpu:0") is cpu
@@ -124,6 +125,7 @@ def test_devices():
         jg.ones(2) + jg.ones(2, device="cpu:1")
 
 
+@pytest.mark.cpu_only("expects the CPU as the default device")
 def test_to_device_and_back_with_grad():
     x = jg.tensor([1.0, 2.0], requires_grad=True)
     y = x.to("cpu:1")
@@ -162,6 +164,7 @@ REPRS = [
 ]
 
 
+@pytest.mark.cpu_only("PyTorch's reprs of CPU tensors (no device suffix)")
 @pytest.mark.parametrize("make,expect", REPRS)
 def test_repr_like_pytorch(make, expect):
     assert repr(make()) == expect
@@ -177,6 +180,7 @@ REPR_DATA = [
 ]
 
 
+@pytest.mark.cpu_only("PyTorch's reprs of CPU tensors (no device suffix)")
 @pytest.mark.parametrize("data", REPR_DATA, ids=range(len(REPR_DATA)))
 @pytest.mark.parametrize("dtype", [None, "float16", "float64"])
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # 1e9 in float16 is inf, as in torch
@@ -189,6 +193,7 @@ def test_repr_column_padding_like_pytorch(data, dtype):
     assert repr(jg.tensor(data, dtype=getattr(jg, dtype) if dtype else None)) == expect.replace("torch.", "jgrad.")
 
 
+@pytest.mark.cpu_only("PyTorch's reprs of CPU tensors (no device suffix)")
 def test_repr_empty_like_pytorch():
     assert repr(jg.tensor([])) == "tensor([])"
     assert repr(jg.zeros(0, 3)) == "tensor([], size=(0, 3))"
@@ -225,6 +230,7 @@ def test_tensor_from_numpy_copies_like_torch_tensor(aligned):
     np.testing.assert_array_equal(jt.numpy(), np.arange(16.0))
 
 
+@pytest.mark.cpu_only("zero-copy NumPy views need host memory")
 def test_array_protocol_copy_keyword_numpy2():
     # NumPy 2's __array__(dtype, copy): True always copies, False raises ValueError where a copy is needed
     t = jg.tensor([1.0, 2.0], dtype=jg.float64)
