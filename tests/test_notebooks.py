@@ -42,6 +42,7 @@ def test_the_kernel_is_this_interpreter():
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.one_execution_mode  # the kernel runs in the default mode (the suite's budget: notebooks are slow)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p) for p in NOTEBOOKS])
 def test_notebook_runs(path):
     nb = nbformat.read(path, as_version=4)
