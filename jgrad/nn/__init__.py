@@ -13,3 +13,5 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "Mo
            "Unflatten", "ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus",
            "Softsign", "Softmax", "Softmin", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
            "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "functional", "init"]
+
+from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)
