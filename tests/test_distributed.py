@@ -507,6 +507,25 @@ def test_dtensor_ops_run_on_the_mesh_streams_and_the_sanitizer_sees_them(mesh):
     jg.synchronize(mesh)
 
 
+def test_a_cpu_mesh_default_stream_bounds_the_work_in_flight(mesh):
+    """XLA's CPU runtime starves with a few tens of collective programs in flight on few cores
+    (jgrad.distributed._cpu_guard): the mesh's default stream waits every LIMIT launches."""
+    from jgrad.distributed import _cpu_guard
+    s = jg.current_stream(mesh)
+    assert isinstance(s, _cpu_guard._MeshStream) and type(s._pending) is _cpu_guard._Throttle
+    x = distribute_tensor(jg.ones(64, 32) / 32, mesh, [Shard(0)])
+    w = distribute_tensor(jg.ones(32, 32) / 32, mesh, [Replicate()])
+    auto = jg.get_execution_mode() == "auto"
+    for i in range(100):                    # a chain of all-reduces (x is sharded on the contraction of x.T @ ...)
+        w = (x.t() @ (x @ w)) / 2             # w = 1/32 everywhere is a fixed point
+        assert len(s._pending) < _cpu_guard.LIMIT
+        if auto and i % 10 == 9:
+            w.sum().item()  # tiered mode's first runs are op by op and not guarded (docs/distributed.md)
+    np.testing.assert_allclose(npy(w), np.full((32, 32), 1 / 32), rtol=1e-6)
+    s.synchronize()
+    assert type(s._pending) is _cpu_guard._Throttle   # a reset keeps the guard
+
+
 # ---- process groups and collectives in a one-process run -------------------------------------
 def test_one_process_world_and_collectives(monkeypatch):
     assert dist.get_rank() == 0 and dist.get_world_size() == 1 and not dist.is_initialized()

@@ -8,6 +8,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh
 
 from .._device import _ALIASES, MeshDevice
+from . import _cpu_guard
 from ._process_group import ProcessGroup
 
 
@@ -57,6 +58,7 @@ class DeviceMesh:
         self._device = MeshDevice(_jax_mesh)
         if self._device.device_mesh is None:
             self._device.device_mesh = self
+            _cpu_guard.guard(self._device)
 
     def _axis_names(self):
         if self.mesh_dim_names is not None:
