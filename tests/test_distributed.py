@@ -15,7 +15,7 @@ import jgrad as jg
 import jgrad.distributed as dist
 from jgrad import nn
 from jgrad.distributed import init_device_mesh
-from jgrad.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
+from jgrad.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_module, distribute_tensor
 from jgrad.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -135,6 +135,8 @@ def test_distribute_tensor_is_a_new_leaf_and_checks_its_arguments(mesh, mesh2d):
         distribute_tensor(jg.randn(6, 4), mesh, [Shard(0)])
     with pytest.raises(ValueError, match="same length as `device_mesh.ndim`"):
         distribute_tensor(jg.randn(4, 4), mesh2d, [Shard(0)])
+    with pytest.raises(NotImplementedError, match=r"Partial\(sum\) is not supported by jgrad"):
+        distribute_tensor(jg.randn(4, 4), mesh, [Partial()])
     with pytest.raises(IndexError, match=r"Shard\(dim=2\) is out of range"):
         distribute_tensor(jg.randn(4, 4), mesh, [Shard(2)])
     with pytest.raises(AttributeError, match="not distributed over a DeviceMesh"):

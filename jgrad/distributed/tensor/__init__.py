@@ -6,8 +6,8 @@ mesh; ops on it run as SPMD programs (GSPMD), autograd and optimizers work throu
 describe and move it. See docs/distributed.md.
 """
 from ._api import DTensor, distribute_module, distribute_tensor
-from .placement_types import Placement, Replicate, Shard
+from .placement_types import Partial, Placement, Replicate, Shard
 from .._mesh import DeviceMesh, init_device_mesh
 
-__all__ = ["DTensor", "DeviceMesh", "Placement", "Replicate", "Shard", "distribute_module", "distribute_tensor",
+__all__ = ["DTensor", "DeviceMesh", "Partial", "Placement", "Replicate", "Shard", "distribute_module", "distribute_tensor",
            "init_device_mesh"]

@@ -30,7 +30,7 @@ from ...autograd.grad_mode import no_grad
 from ... import streams as _streams
 from ..._capture import CaptureError
 from .._mesh import DeviceMesh
-from .placement_types import Placement, Replicate, Shard
+from .placement_types import Partial, Placement, Replicate, Shard
 
 
 # ---- meshes and placements ---------------------------------------------------------------
@@ -82,6 +82,10 @@ def _normalize(placements, mesh, ndim, what):
             out.append(Shard(p.dim % ndim))
         elif isinstance(p, Replicate):
             out.append(p)
+        elif isinstance(p, Partial):
+            raise NotImplementedError(f"{what}: {p!r} is not supported by jgrad: a DTensor's array is one global "
+                                      "jax.Array whose reductions XLA completes, so there are no partial sums to hold; "
+                                      "use Replicate() or Shard(dim).")
         elif isinstance(p, Placement):
             raise NotImplementedError(f"{what}: placement {p!r} is not supported by jgrad (Shard and Replicate are)")
         else:

@@ -60,3 +60,32 @@ class Replicate(Placement):
 
     def __str__(self):
         return "R"
+
+
+class Partial(Placement):
+    """Pending reduction along a mesh dimension (PyTorch's ``Partial``): each device holds a term of a sum.
+
+    jgrad never produces it: a DTensor's storage is one global ``jax.Array``, and XLA completes the
+    reductions it inserts (an op whose result would be a partial sum in PyTorch gives a replicated or
+    sharded array here). Asking for it in ``distribute_tensor``/``redistribute`` is an error.
+    """
+
+    __slots__ = ("reduce_op",)
+
+    def __init__(self, reduce_op: str = "sum"):
+        self.reduce_op = reduce_op
+
+    def is_partial(self, reduce_op=None) -> bool:
+        return reduce_op is None or reduce_op == self.reduce_op
+
+    def __eq__(self, other):
+        return type(other) is Partial and other.reduce_op == self.reduce_op
+
+    def __hash__(self):
+        return hash(("Partial", self.reduce_op))
+
+    def __repr__(self):
+        return f"Partial({self.reduce_op})"
+
+    def __str__(self):
+        return f"P({self.reduce_op})"
