@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import jax
 import numpy as np
@@ -173,6 +174,15 @@ class DeviceMesh:
         jm = Mesh(devices.reshape(ranks.shape), names, axis_types=(AxisType.Auto,) * len(names))
         return DeviceMesh(self.device_type, ranks, mesh_dim_names=names, _jax_mesh=jm)
 
+    def __enter__(self):
+        """``with mesh:``: the mesh ``distribute_tensor`` & co. use when given none (this thread)."""
+        _tls.__dict__.setdefault("meshes", []).append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _tls.meshes.pop()
+        return False
+
     def __eq__(self, other):
         return isinstance(other, DeviceMesh) and other._jax_mesh == self._jax_mesh
 
@@ -185,6 +195,15 @@ class DeviceMesh:
 
     def __reduce__(self):
         return (DeviceMesh, (self.device_type, self._ranks), {"mesh_dim_names": self.mesh_dim_names})
+
+
+_tls = threading.local()
+
+
+def _current_mesh():
+    """The innermost ``with mesh:`` of this thread, or None."""
+    stack = getattr(_tls, "meshes", None)
+    return stack[-1] if stack else None
 
 
 def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None, backend_override=None):

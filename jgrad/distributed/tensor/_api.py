@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import threading
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
@@ -28,35 +27,11 @@ from ..._tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
 from ... import streams as _streams
-from ..._capture import CaptureError
-from .._mesh import DeviceMesh
+from .._mesh import DeviceMesh, _current_mesh
 from .placement_types import Partial, Placement, Replicate, Shard
 
 
 # ---- meshes and placements ---------------------------------------------------------------
-_tls = threading.local()
-
-
-def _current_mesh():
-    stack = getattr(_tls, "meshes", None)
-    return stack[-1] if stack else None
-
-
-def _enter_mesh(mesh):
-    if not hasattr(_tls, "meshes"):
-        _tls.meshes = []
-    _tls.meshes.append(mesh)
-    return mesh
-
-
-def _exit_mesh(*exc):
-    _tls.meshes.pop()
-
-
-DeviceMesh.__enter__ = _enter_mesh
-DeviceMesh.__exit__ = _exit_mesh
-
-
 def _mesh_arg(device_mesh, what):
     mesh = device_mesh if device_mesh is not None else _current_mesh()
     if mesh is None:
