@@ -21,6 +21,7 @@ from . import random, streams
 from .streams import Event, Stream, StreamRaceError, current_stream, default_stream, set_stream, stream, synchronize
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from . import nn, optim  # noqa: E402
+from . import distributed  # noqa: E402  (DeviceMesh, DTensors, process groups: JAX's SPMD under PyTorch's names)
 from . import graphs  # noqa: E402
 from ._segment import execution_mode, get_execution_mode, set_execution_mode  # noqa: E402
 from .graphs import Graph, graph, graph_pool_handle, make_graphed_callables  # noqa: E402

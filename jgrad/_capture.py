@@ -275,6 +275,12 @@ def _aval_key(x):
     return (type(x),)
 
 
+def _layout(x):
+    """A sharded array's NamedSharding (a DTensor's layout over its mesh), else None."""
+    sh = getattr(x, "sharding", None) if isinstance(x, jax.Array) else None
+    return sh if isinstance(sh, jax.sharding.NamedSharding) else None
+
+
 def _as_aval(x):
     if isinstance(x, jax.Array):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type)
@@ -693,7 +699,7 @@ def compile_plan(cap, outputs, donated, packed=(), state=()):
         stream_index.setdefault(st, len(stream_index))
     dev = cap.origin.device
     on_gpu = dev.type != "cpu"
-    in_keys = tuple(_aval_key(a) for a in cap._input_arrays)
+    in_keys = tuple(_aval_key(a) for a in cap._input_arrays) + tuple(_layout(a) for a in cap._input_arrays)
     key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
            tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
            in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs),
@@ -776,12 +782,15 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, s
         return [flat(g) for g in state_idx] + [env[("b", i)] for i in out_idx] + [flat(g) for g in packed_idx]
 
     arrays = cap._input_arrays
-    # Every argument lives on the capture's device (jax's default device may be another one).
-    sharding = jax.sharding.SingleDeviceSharding(cap.origin.device.jax_device)
+    # Every argument lives on the capture's device (jax's default device may be another one); on a mesh's
+    # device (jgrad.distributed), a DTensor's array keeps its layout and the rest is replicated.
+    where = cap.origin.device._placement
+    sharding = where if isinstance(where, jax.sharding.Sharding) else jax.sharding.SingleDeviceSharding(where)
 
     def spec(x):
         a = _as_aval(x)  # constants are arrays: Python scalars are literals of the plan
-        return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False), sharding=sharding)
+        return jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False),
+                                    sharding=_layout(x) or sharding)
 
     t0 = time.perf_counter()
     with warnings.catch_warnings(), _Progress(f"compiling the capture of {cap.graph_name} ({len(steps)} kernels)"), \

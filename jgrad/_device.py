@@ -1,7 +1,11 @@
 """Devices: ``jg.device("cpu")``, ``jg.device("gpu:0")`` (``"cuda:0"`` is an alias).
 
-A jgrad device names one JAX device. Virtual CPU devices (from
+A jgrad device names one JAX device of this process (indices count the devices this process
+addresses, as PyTorch's ``cuda:0`` is a process's first GPU). Virtual CPU devices (from
 ``--xla_force_host_platform_device_count``) are ``cpu:1``, ``cpu:2``, ...
+
+A ``MeshDevice`` is the device of tensors distributed over a ``jax.sharding.Mesh`` (DTensors,
+``jgrad.distributed.tensor``): ops on them run as one SPMD program over the mesh.
 """
 from __future__ import annotations
 
@@ -20,6 +24,9 @@ class device:
     def __new__(cls, spec="cpu", index=None):
         if isinstance(spec, device):
             return spec
+        mesh_device = getattr(spec, "_jgrad_device", None)  # a jgrad.distributed.DeviceMesh
+        if mesh_device is not None:
+            return mesh_device
         if isinstance(spec, int) and index is None:
             spec, index = _default_accelerator(), spec
         if not isinstance(spec, str):
@@ -46,6 +53,11 @@ class device:
         return (device, (str(self),))
 
     @property
+    def _placement(self):
+        """What ``jax.device_put`` takes to put an array on this device."""
+        return self.jax_device
+
+    @property
     def jax_device(self) -> jax.Device:
         """The JAX device this names (raises if it does not exist here)."""
         if self._jax is None:
@@ -68,8 +80,9 @@ def _intern(kind, index):
 
 @functools.lru_cache(maxsize=None)
 def _devices(kind):
+    """The JAX devices of ``kind`` that this process addresses (all of them in a single-process run)."""
     try:
-        return tuple(jax.devices(kind))
+        return tuple(jax.local_devices(backend=kind))
     except RuntimeError:
         return ()
 
@@ -115,3 +128,91 @@ def is_available(kind: str = "gpu") -> bool:
 
 def device_count(kind: str = "gpu") -> int:
     return len(_devices(_ALIASES.get(kind, kind)))
+
+
+# ---- meshes ------------------------------------------------------------------------------
+class MeshDevice(device):
+    """The device of tensors distributed over a ``jax.sharding.Mesh`` (DTensors).
+
+    One per mesh. ``type`` and ``index`` are those of ``local``, the mesh's first device that this
+    process addresses, which ``Tensor.device`` reports (as PyTorch's DTensor reports its rank's
+    device). For streams, segments (tiered execution) and the device check of every op it is a
+    device of its own: an op on DTensors is one SPMD launch over the whole mesh.
+    """
+
+    __slots__ = ("mesh", "local", "sharding", "device_mesh")
+
+    def __new__(cls, mesh):
+        md = _MESHES.get(mesh)
+        if md is None:
+            from jax.sharding import NamedSharding, PartitionSpec
+            flat = list(mesh.devices.flat)
+            mine = [d for d in flat if d.process_index == jax.process_index()]
+            if not mine:
+                raise RuntimeError(f"This process (index {jax.process_index()}) addresses none of the devices of "
+                                   f"{mesh}: it cannot hold tensors distributed over that mesh.")
+            md = object.__new__(cls)
+            md.mesh = mesh
+            md.local = from_jax(mine[0])
+            md.type, md.index, md._jax = md.local.type, md.local.index, mine[0]
+            md.sharding = NamedSharding(mesh, PartitionSpec())
+            md.device_mesh = None  # the jgrad.distributed.DeviceMesh, set by it
+            _MESHES[mesh] = md
+        return md
+
+    def __repr__(self):
+        return repr(self.device_mesh) if self.device_mesh is not None else f"MeshDevice({self.mesh})"
+
+    __str__ = __repr__
+
+    def __reduce__(self):  # a pickled tensor is a plain tensor on the local device (Tensor.__reduce_ex__)
+        return (device, (str(self.local),))
+
+    @property
+    def _placement(self):
+        """Replicated over the mesh: ``jax.device_put(x, md._placement)`` makes a replicated DTensor's array."""
+        return self.sharding
+
+
+_MESHES: dict = {}
+
+
+def resolve_devices(opname, args, arrays):
+    """The device an op on tensors of several devices runs on (``_dispatch``'s cold path), or PyTorch's error.
+
+    Plain devices: 0-d tensors may live anywhere (PyTorch's CPU scalars); any other mismatch is an error.
+    DTensors: all on one mesh; a plain 0-d tensor joins them replicated (its entry of ``arrays`` is
+    replaced); any other plain tensor is PyTorch's "got mixed torch.Tensor and DTensor" error.
+    """
+    from ._tensor import Tensor
+    first = None
+    meshes = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._device
+            if first is None:
+                first = d
+            if type(d) is MeshDevice and a._data is not None and d not in meshes:
+                meshes.append(d)
+    if not meshes:
+        for a in args:
+            if isinstance(a, Tensor) and a._device is not first and a._data is not None and a.ndim != 0:
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                                   f"devices, {first} and {a._device}! (in {opname})")
+        return first
+    if len(meshes) > 1:
+        raise RuntimeError(f"{opname}: DTensor does not support cross-mesh operation: got DTensors on "
+                           f"{meshes[0]} and on {meshes[1]}. Move one onto the other's mesh first "
+                           "(t.redistribute(device_mesh, placements)).")
+    md = meshes[0]
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor) and a._device is not md and a._data is not None:
+            if a.ndim != 0:
+                raise RuntimeError(
+                    f"{opname}: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
+                    f"before calling distributed operators! (jgrad: a plain Tensor of shape {list(a.shape)} on "
+                    f"{a._device} met a DTensor on {md}; distribute it with "
+                    "jgrad.distributed.tensor.distribute_tensor(t, device_mesh, placements); 0-d tensors are "
+                    "replicated automatically.)")
+            arrays[i] = jax.device_put(a._value, md.sharding)
+    return md

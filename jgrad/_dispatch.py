@@ -20,7 +20,7 @@ import numpy as np
 import weakref
 
 from . import _dtype, _segment, _tape
-from ._device import get_default_device
+from ._device import get_default_device, resolve_devices
 from ._tensor import Tensor
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
 from .streams import active_captures as _active_captures
@@ -470,15 +470,15 @@ def _call(op, args, key, attrs, inplace, device=None):
     kernel = op._kernels.get(key) or op.kernel(key, attrs)
     dev = None
     req = False
+    mixed = False
     arrays = []
     for a in args:
         if isinstance(a, Tensor):
             d = a._device
             if dev is None:
                 dev = d
-            elif d is not dev and a._data is not None and a.ndim != 0:
-                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
-                                   f"devices, {dev} and {d}! (in {op.name})")
+            elif d is not dev and a._data is not None:
+                mixed = True
             if a._req:
                 req = True
             arrays.append(a._data if a._data is not None else a._value)
@@ -486,6 +486,8 @@ def _call(op, args, key, attrs, inplace, device=None):
             arrays.append(a)
     if dev is None:
         dev = device or get_default_device()
+    elif mixed:  # cold path: the device the op runs on (0-d tensors may come along), or PyTorch's error
+        dev = resolve_devices(op.name, args, arrays)
     stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     cap = stream._capture
     if cap is not None:

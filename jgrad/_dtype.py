@@ -85,6 +85,17 @@ _enter_x64 = _x64_context()
 _NULL = contextlib.nullcontext()
 
 
+def with_x64(fn):
+    """``fn`` run inside ``x64_scope()`` (for jgrad functions that call jax directly, outside kernels)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with x64_scope():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 def x64_scope():
     """The context every jgrad kernel runs in: JAX's 64-bit types on for this thread only.
 

@@ -124,7 +124,14 @@ def _add_suffixes(text: str, suffixes, indent: int) -> str:
 
 
 def tensor_repr(t) -> str:
-    """``repr`` as PyTorch's ``_str_intern`` writes it for a strided tensor."""
+    """``repr`` as PyTorch's ``_str_intern`` writes it for a strided tensor (a DTensor's as PyTorch's DTensor's)."""
+    if getattr(t._device, "device_mesh", None) is not None:
+        from .distributed.tensor._api import _repr
+        return _repr(t, _tensor_repr(t))
+    return _tensor_repr(t)
+
+
+def _tensor_repr(t) -> str:
     prefix = "tensor("
     suffix = []
     data = t._data

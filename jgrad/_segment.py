@@ -652,7 +652,9 @@ def _restart_trie():
 
 def _spec(x):
     if isinstance(x, jax.Array):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type, sharding=x.sharding)
+        # An uncommitted array (a cached dynamic scalar) goes where the executable runs, a mesh included.
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
+                                    sharding=x.sharding if x.committed else None)
     return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
 
 

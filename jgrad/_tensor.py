@@ -107,7 +107,9 @@ class Tensor:
 
     @property
     def device(self):
-        return self._device
+        """The device; for a tensor distributed over a mesh (DTensor), the mesh's first device of this process."""
+        d = self._device
+        return d if type(d) is _device_cls else d.local
 
     @property
     def ndim(self) -> int:
@@ -200,8 +202,8 @@ class Tensor:
                 raise RuntimeError(f"assigned grad has data of a different size: expected {list(self.shape)}, got {list(new.shape)}")
             if new.dtype is not self.dtype:
                 raise RuntimeError(f"assigned grad has data of a different type: expected {self.dtype}, got {new.dtype}")
-            if new.device is not self.device:
-                raise RuntimeError(f"assigned grad has data located on a different device: expected {self.device}, got {new.device}")
+            if new._device is not self._device:
+                raise RuntimeError(f"assigned grad has data located on a different device: expected {self._device}, got {new._device}")
         self._grad = new
 
     @property
@@ -350,7 +352,7 @@ class Tensor:
         return tensor_repr(self)
 
     def __reduce_ex__(self, proto):
-        return (_rebuild, (np.asarray(self._value), str(self._device), self._req))
+        return (_rebuild, (np.asarray(self._value), str(self.device), self._req))
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         from interop.dlpack import export_tensor

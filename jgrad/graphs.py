@@ -210,7 +210,7 @@ class _Plan:
         self.span_name = f"replay {cap.graph_name}"
         # Scalars go to the device once (weak types kept), not at every replay.
         import jax
-        where = cap.origin.device.jax_device
+        where = cap.origin.device._placement  # a mesh's device (jgrad.distributed): replicated over the mesh
         self.consts = [c if isinstance(c, jax.Array) else jax.device_put(c, where) for c in cap.consts]
 
     def _read(self, sources, tensors):

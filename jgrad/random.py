@@ -33,7 +33,7 @@ class Generator:
             self._seed = seed
             self._key = jax.device_put(jax.random.key_data(jax.random.key(seed & 0xFFFFFFFFFFFFFFFF
                                                                           if seed >= 0 else seed % 2 ** 64)),
-                                       self.device.jax_device)
+                                       self.device._placement)
         return self
 
     seed = manual_seed
@@ -68,7 +68,7 @@ class Generator:
     def set_state(self, state) -> "Generator":
         arr = state._value if hasattr(state, "_value") else np.asarray(state)
         with self._lock:
-            self._key = jax.device_put(np.asarray(arr, np.uint32), self.device.jax_device)
+            self._key = jax.device_put(np.asarray(arr, np.uint32), self.device._placement)
         return self
 
 

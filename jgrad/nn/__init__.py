@@ -25,3 +25,5 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "Mo
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d",
            "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm", "RNNBase", "RNN", "LSTM", "GRU", "RNNCell",
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "utils"]
+
+from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)

@@ -46,7 +46,7 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):
         import numpy as np
-        return (_rebuild_parameter, (np.asarray(self._value), str(self._device), self.requires_grad))
+        return (_rebuild_parameter, (np.asarray(self._value), str(self.device), self.requires_grad))
 
 
 def _rebuild_parameter(arr, dev, requires_grad):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
-from .._device import device as _device, from_jax as _device_from_jax, get_default_device
+from .._device import MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax, get_default_device
 from .._dispatch import Op, call_factory
 from .._tensor import Tensor
 from ._registry import tensor_method
@@ -71,7 +71,7 @@ def _as_array_x64(data, dtype, device, copy):
         _dtype.from_np(arr.dtype)  # unsupported dtypes fail here, clearly
     if copy and isinstance(arr, np.ndarray) and (arr is data or arr.base is not None):
         arr = arr.copy()  # a view of the caller's memory (an ndarray, a buffer, a torch tensor)
-    return jax.device_put(arr, dev.jax_device)
+    return jax.device_put(arr, dev._placement)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -100,7 +100,7 @@ def _shape(size):
 FULL = Op("full", lambda value, shape, dtype: jnp.full(shape, value, dtype), differentiable=False)
 
 
-def _filled(shape, value, dtype, device, requires_grad):
+def _filled(shape, value, dtype, device, requires_grad, like=None):
     dt = _dtype.canonical(dtype) if dtype is not None else None
     if dt is None:
         dt = _dtype.get_default_dtype() if isinstance(value, float) or value is None else (
@@ -108,7 +108,15 @@ def _filled(shape, value, dtype, device, requires_grad):
             else _dtype.get_default_dtype())
     if isinstance(value, Tensor):
         value = value.item()
-    t = call_factory(FULL, _target_device(device), 0 if value is None else value, shape=shape, dtype=dt.np)
+    dev = _target_device(device)
+    if type(dev) is _MeshDevice:
+        # On a mesh: laid out like `like` (zeros_like of a DTensor keeps its placements), else replicated.
+        sharding = like._value.sharding if like is not None and like._device is dev else dev.sharding
+        with _dtype.x64_scope():
+            arr = jnp.full(shape, 0 if value is None else value, dt.np, device=sharding)
+        t = Tensor._make(arr, dev)
+    else:
+        t = call_factory(FULL, dev, 0 if value is None else value, shape=shape, dtype=dt.np)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -132,17 +140,18 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
 
 
 def _like(t, dtype, device):
-    return (dtype if dtype is not None else t.dtype), (device if device is not None else t.device)
+    # t._device: the *_like of a DTensor is a DTensor on its mesh (t.device is only the mesh's local device)
+    return (dtype if dtype is not None else t.dtype), (device if device is not None else t._device)
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False):
     d, dv = _like(t, dtype, device)
-    return _filled(t.shape, 0, d, dv, requires_grad)
+    return _filled(t.shape, 0, d, dv, requires_grad, like=t)
 
 
 def ones_like(t, dtype=None, device=None, requires_grad=False):
     d, dv = _like(t, dtype, device)
-    return _filled(t.shape, 1, d, dv, requires_grad)
+    return _filled(t.shape, 1, d, dv, requires_grad, like=t)
 
 
 def empty_like(t, dtype=None, device=None, requires_grad=False):
@@ -151,7 +160,7 @@ def empty_like(t, dtype=None, device=None, requires_grad=False):
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     d, dv = _like(t, dtype, device)
-    return _filled(t.shape, fill_value, d, dv, requires_grad)
+    return _filled(t.shape, fill_value, d, dv, requires_grad, like=t)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -182,24 +191,25 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return tensor(a, dtype=_dtype.from_np(a.dtype))
 
 
+# new_*: a DTensor's are DTensors on its mesh (replicated), as PyTorch's DTensor ops give.
 @tensor_method()
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-    return tensor(data, dtype or self.dtype, device or self.device, requires_grad)
+    return tensor(data, dtype or self.dtype, device or self._device, requires_grad)
 
 
 @tensor_method()
 def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-    return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
 @tensor_method()
 def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-    return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    return ones(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
 @tensor_method()
 def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
-    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
 @tensor_method()

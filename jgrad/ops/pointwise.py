@@ -431,9 +431,9 @@ def _transfer(t, dev):
     from .._device import device as _device
     from ..streams import _current_for
     dev = _device(dev)
-    if dev is t.device:
+    if dev is t._device:  # not t.device: a DTensor moved to one device (its mesh's local one too) is gathered there
         return t
-    out = call(TRANSFER, t, device=dev, src=t.device)
+    out = call(TRANSFER, t, device=dev, src=t._device)
     # The dispatcher stamps outputs with the inputs' device and stream; a transfer's output lives on `dev`,
     # written on its current stream after the (blocking) copy read the source on the source's stream.
     src_stream = out._stream
@@ -455,14 +455,14 @@ class _TransferOp(Op):
 
     def kernel(self, key, attrs):
         dev = attrs["device"]
-        return lambda a: jax.device_put(a, dev.jax_device)
+        return lambda a: jax.device_put(a, dev._placement)
 
     def backward_kernel(self, key, attrs, mask, in_avals):
         src = attrs["src"]
-        return lambda saved, outs, grads: (jax.device_put(grads[0], src.jax_device),)
+        return lambda saved, outs, grads: (jax.device_put(grads[0], src._placement),)
 
 
-TRANSFER = _TransferOp("ToCopyBackward0", lambda a, device, src: jax.device_put(a, device.jax_device),
+TRANSFER = _TransferOp("ToCopyBackward0", lambda a, device, src: jax.device_put(a, device._placement),
                        lambda ctx, g: (g,), save=())
 
 

@@ -93,7 +93,7 @@ def randint_like(t, low=0, high=None, *, dtype=None, device=None, generator=None
 
 
 def bernoulli(input, *, generator=None):
-    return call(BERNOULLI, _key_tensor(generator, input.device), input.detach())
+    return call(BERNOULLI, _key_tensor(generator, input._device), input.detach())
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
@@ -107,12 +107,12 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
 
 @tensor_method("uniform_")
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
-    return call_inplace(UNIFORM_, self, _key_tensor(generator, self.device), from_, to)
+    return call_inplace(UNIFORM_, self, _key_tensor(generator, self._device), from_, to)
 
 
 @tensor_method("normal_")
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    return call_inplace(NORMAL_, self, _key_tensor(generator, self.device), mean, std)
+    return call_inplace(NORMAL_, self, _key_tensor(generator, self._device), mean, std)
 
 
 def _dropout_fwd(x, k, p):
@@ -131,7 +131,7 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
         return input
     if p == 1.0:
         return input * 0.0
-    key = _key_tensor(generator, input.device)
+    key = _key_tensor(generator, input._device)  # a DTensor draws from its mesh's generator
     if inplace:
         return call_inplace(DROPOUT, input, key, float(p))
     return call(DROPOUT, input, key, float(p))

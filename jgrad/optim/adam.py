@@ -111,7 +111,7 @@ class Adam(Optimizer):
     def _init_state(self, p, amsgrad):
         state = self.state[p]
         if len(state) == 0:
-            state["step"] = zeros((), dtype=_scalar_dtype(), device=p.device)
+            state["step"] = zeros((), dtype=_scalar_dtype(), device=p._device)  # a DTensor's: on its mesh
             state["exp_avg"] = zeros_like(p)
             state["exp_avg_sq"] = zeros_like(p)
             if amsgrad:

@@ -208,11 +208,11 @@ class Optimizer:
         """A copy of a loaded state value, on the parameter's device (and dtype, except ``step``)."""
         if isinstance(value, Tensor):
             if key == "step":
-                out = value.to(param.device)
+                out = value.to(param._device)
             elif param.is_floating_point():
-                out = value.to(param.device, param.dtype)
+                out = value.to(param._device, param.dtype)
             else:
-                out = value.to(param.device)
+                out = value.to(param._device)
             return out.detach().clone() if out is value else out.detach()
         if isinstance(value, dict):
             return {k: self._cast_state(param, v, k) for k, v in value.items()}
@@ -253,5 +253,5 @@ class Optimizer:
         """Split ``params`` into lists that share a device (one fused kernel each)."""
         buckets = {}
         for p in params:
-            buckets.setdefault(p.device, []).append(p)
+            buckets.setdefault(p._device, []).append(p)  # a DTensor's mesh, not its local device
         return list(buckets.values())

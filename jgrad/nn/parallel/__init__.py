@@ -1,0 +1,4 @@
+"""``jgrad.nn.parallel``: ``DistributedDataParallel`` on JAX's SPMD (``torch.nn.parallel``)."""
+from .distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]
