@@ -96,8 +96,8 @@ class Buffer:
         """The array of the last replay (None before the first); packed outputs are split on first read."""
         if self._val is None:
             if self.owner.segment:
-                if self.owner.pending:
-                    self.owner.flush()  # a tiered segment: a barrier
+                # A barrier; when another thread is running this segment, flush() waits for it (its lock).
+                self.owner.flush()
                 if self._val is None and self.packed is not None:
                     v = self._val = self.packed.read(self)  # came back packed: slice it out
                     for r in self.holders:
@@ -120,6 +120,8 @@ class Buffer:
         if getattr(self.owner, "failed", None):
             return RuntimeError(f"{what} ({shape}) has no value: the pending work that computes it failed when it "
                                 f"ran ({self.owner.failed}).")
+        if self.owner.segment:
+            return RuntimeError(f"{what} ({shape}) has no value: the pending work that computes it did not run.")
         if self.owner.abandoned:
             return RuntimeError(f"{what} ({shape}) was created during a graph capture that was abandoned "
                                 f"({self.owner.abandoned}); it never gets a value. Recreate it outside the capture.")
@@ -364,8 +366,8 @@ class Capture(Recorder):
             if not self.active:
                 raise CaptureError(f"The capture of {self.graph_name} is no longer under way.")
             for t in tensors:
-                if isinstance(t, Tensor) and type(t._data) is not Buffer:
-                    self._tensor_input(t)
+                if isinstance(t, Tensor) and (type(t._data) is not Buffer or t._data.owner.segment):
+                    self._tensor_input(t)  # a tiered segment's result is an input like any array
             leaves, treedef = _tree_flatten(args)
             leaves = [_settled(x) for x in leaves]
             refs = tuple(self._ref(x) for x in leaves)

@@ -232,6 +232,7 @@ def test_pointwise_reductions_and_factories_keep_the_mesh(mesh):
     assert isinstance(n, DTensor) and n.placements == (Replicate(),) and npy(n).tolist() == [0, 0, 0]
 
 
+@pytest.mark.cpu_only("a mesh of the 4 virtual CPU devices fed tensors made on the default device")
 def test_mixing_with_plain_tensors_errors_like_pytorch_except_0d(mesh, mesh2d):
     a = np.arange(8.0).reshape(4, 2)
     d = distribute_tensor(jg.tensor(a), mesh, [Shard(0)])
@@ -312,6 +313,7 @@ def _torch_loop(init, batches, make_opt):
 @pytest.mark.parametrize("make_opt", [lambda o, ps: o.SGD(ps, lr=0.1),
                                       lambda o, ps: o.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.01),
                                       lambda o, ps: o.Adam(ps, lr=0.02)], ids=["sgd", "sgd_momentum", "adam"])
+@pytest.mark.cpu_only("a mesh of the 4 virtual CPU devices fed tensors made on the default device")
 def test_ddp_training_loop_equals_single_device_loop_on_the_full_batch(mesh, make_opt):
     batches = _batches(4)
     ref = _mlp(0)
@@ -369,6 +371,7 @@ def test_ddp_gradient_is_the_average_of_per_rank_gradients(mesh):
         np.testing.assert_allclose(npy(p.grad), np.mean([g[i] for g in per_rank], 0), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.cpu_only("a mesh of the 4 virtual CPU devices fed tensors made on the default device")
 def test_ddp_no_sync_accumulation_state_dict_and_errors(mesh, mesh2d):
     batches = _batches(2)
     ref, ddp = _mlp(2), DDP(_mlp(2), device_mesh=mesh)

@@ -419,3 +419,37 @@ def test_ops_on_memory_another_library_writes_run_at_once():
         y = t * 10                             # must read the values of now, as in eager mode
         a[:] = 0.0
         np.testing.assert_array_equal(y.numpy(), [10.0, 20.0, 30.0, 40.0])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_capture_after_compiled_packed_segments_reads_the_parameters_afresh(tiers, monkeypatch, optimizer):
+    # A capture whose parameters come from a compiled segment's packed outputs must take them as inputs read
+    # at every replay: it once baked their values in as constants (found by the GPU test mode).
+    monkeypatch.setattr(_segment, "pack_outputs", True)
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((5, 6), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32))
+               for _ in range(4)]
+
+    def run(mode):
+        with jg.execution_mode(mode):
+            for _ in range(2):  # the same init twice: the second one runs compiled, its outputs packed
+                jg.manual_seed(0)
+                model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+                jg.synchronize()
+            opt = jg.optim.Adam(model.parameters(), lr=0.01) if optimizer == "adam" else \
+                jg.optim.SGD(model.parameters(), lr=0.1)
+            sx, sy = jg.zeros(5, 6), jg.zeros(5, 3)
+            g = jg.Graph()
+            with jg.graph(g):
+                loss = nn.functional.mse_loss(model(sx), sy)
+                loss.backward()
+                opt.step()
+            losses = []
+            for xv, yv in batches:
+                sx.copy_(jg.tensor(xv))
+                sy.copy_(jg.tensor(yv))
+                g.replay()
+                losses.append(loss.detach().clone())
+            return [l.item() for l in losses] + [float(v) for p in model.parameters() for v in _np(p).ravel()]
+
+    np.testing.assert_allclose(run("auto"), run("eager"), rtol=1e-5, atol=1e-6)
