@@ -1,36 +1,46 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
 Imports ``_capture`` (the shared recorder core and its compile helpers) and nothing of the op
-library; ``_dispatch``, the engine's ``OpNode`` and ``random`` call ``record``/``segment_for``.
+library; ``_dispatch``, the engine's ``OpNode``, ``_backward_plan`` and ``random`` call
+``record``/``segment_for``; ``streams`` reaches the barrier through a hook this module installs.
 
 Note [Tiered execution]
 ~~~~~~~~~~~~~~~~~~~~~~~
 Why: in "eager" mode every op and every backward node is one XLA dispatch (~50 us of host time
 on a GPU machine, ~5-10 us on a CPU). In "auto" mode ``_dispatch`` records the kernel call instead
-(``Segment.record``, on the recorder core capture uses: ``Recorder._append``, ``Buffer``) and hands
-back tensors whose storage is a ``Buffer``: shape and dtype at once, a value later. Everything
-PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes, devices, version counters,
-leaf in-place) still runs at the op's line; only the kernels wait.
+(``Segment.record``) and hands back tensors whose storage is a ``Buffer``: shape and dtype at once,
+a value later. Everything PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes,
+devices, version counters, leaf in-place) still runs at the op's line; only the kernels wait.
+
+One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s of the same steps
+(kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
+shapes from the same cached ``_eval_shape``, and they share the factories' eager rule, the x64
+scope and the XLA options. What differs is what an argument becomes: a capture's inputs are tensors
+read afresh at every replay (so it keeps tensor slots, constants and stream regions); a segment's
+inputs are the arrays the ops read when recorded, and it runs once.
 
 What the key holds: a segment walks a trie while it records. Each step moves from the current
 trie node to the child keyed by (kernel, argument tree, refs, stream index, avals of arrays the
-segment sees for the first time). A ref names a buffer of this segment by its index, an input by
-the order it first appeared in, or a Python scalar by type and value (frozen, as a CUDA graph
-freezes kernel arguments; optimizers' hyperparameters are the exception: ``call_foreach`` passes
-them as dynamic inputs so a learning-rate schedule does not make every step a new structure).
-So the trie node reached *is* the structure of everything recorded so far, found incrementally:
-no walk over the segment at the barrier. The node also remembers its step's output avals, so a
-repeated structure skips ``eval_shape``. At the barrier the key is completed by which buffers
-are still referenced (weak references: a tensor, a saved tensor, a ``.grad``, a generator key
-holds them); dead intermediates never leave the executable, so XLA fuses them away.
+segment sees for the first time). A ref names a buffer of this segment by its index (``i >= 0``),
+an input by the order it first appeared in (``~k``), a Python scalar by type and value (frozen, as a
+CUDA graph freezes kernel arguments; optimizers' hyperparameters are the exception: ``call_foreach``
+passes them as dynamic inputs, cached on the device, so a learning-rate schedule is not a new
+structure), or a slice of a packed input (below). So the trie node reached *is* the structure of
+everything recorded so far, found incrementally: no walk over the segment at the barrier. The node
+also remembers its step's output avals, so a repeated structure skips ``eval_shape``. At the barrier
+the key is completed by which buffers are still referenced (weak references: a tensor, a saved
+tensor, a ``.grad``, a generator key, a pending device-side check hold them) and which packed inputs
+may be donated; dead intermediates never leave the executable, so XLA fuses them away, and a segment
+whose results nobody holds does not run at all.
 
 What the barriers are: reading a value (``item``, ``tolist``, ``numpy``, ``bool``, ``repr``,
 ``__array__``, DLPack and interop exports, a captured graph's replay reading an input), stream
 and device ``synchronize``/``query``, events' ``synchronize``/``query``/``elapsed_time``, a
 capture beginning, switching to eager mode, an op reading a tensor of another device's pending
-segment, the end of an optimizer's ``step()`` (a soft barrier: a training loop that reads nothing
-still runs one segment per step, the same structure every time), and the size cap ``max_steps``. Hooks, custom Functions and anomaly mode see tensors;
-reading one of their values is a barrier like any other.
+segment, an op reading memory another library may write (``mark_external``: it runs at once), the
+end of an optimizer's ``step()`` (a soft barrier: a training loop that reads nothing still runs one
+segment per step, the same structure every time), and the size cap ``max_steps``. Hooks, custom
+Functions and anomaly mode see tensors; reading one of their values is a barrier like any other.
 
 Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
 kernel, as eager mode would have run it: no compile latency for code run once). When the same
@@ -38,6 +48,16 @@ structure (trie node and live outputs) reaches a barrier ``compile_after`` times
 as one executable, in a background thread by default (that barrier still runs op by op), and
 from then on runs as that executable. A structure that never repeats never compiles. Counts:
 ``jgrad.graphs.segment_cache_info()``.
+
+Outputs on accelerators (``_Layout``, ``_Pack``): every output of an executable costs host time per
+call, so outputs up to ``pack_max_bytes`` come back as one flat array per dtype. A later segment that
+reads one takes the flat as its input and slices it inside its executable; once every buffer of a
+pack is gone, the next reader donates the flat, so parameters and optimizer state updated every step
+keep one device address (XLA's CUDA graphs are not re-recorded) and cost one argument, not one each.
+
+The backward pass: when no user code can run during it, the engine's fast path records the whole
+pass as one step (Note [Backward plans], ``_backward_plan``); otherwise each node's kernel is
+recorded as the engine runs it.
 
 Streams: jgrad's streams are bookkeeping over JAX's data-ordered dispatch, so a segment holds the
 work of every stream of its device in recorded order; the sanitizer checks accesses at the op as
@@ -47,6 +67,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import time
 import warnings
@@ -59,6 +80,10 @@ from ._capture import buffer_proto, compiler_options
 from ._dtype import x64_scope
 
 _made = Buffer.made
+try:
+    from jax._src.array import ArrayImpl as _ArrayImpl
+except ImportError:  # pragma: no cover - jax moved it: plain arrays are then never donated
+    _ArrayImpl = None
 _clock = time.perf_counter
 _weakref = weakref.ref
 _tree_leaves = jax.tree_util.tree_leaves
@@ -253,6 +278,10 @@ class _Entry:
     def __init__(self):
         self.seen, self.compiled, self.thread, self.failed, self.layout = 0, None, None, None, None
 
+
+#: Donate inputs nothing else can read (their memory is reused for the results): rebound tensors' old values
+#: and dead packs.
+donate_inputs = True
 
 #: XLA options for compiled segments on accelerators (None: the capture's, ``_capture.compiler_options``).
 gpu_compiler_options = None
@@ -601,10 +630,26 @@ class Segment(Recorder):
         return self._interpret(out_idx), None
 
     def _donatable(self):
-        """Input positions whose flat array nothing can read any more (every buffer of its pack is gone)."""
-        if not self.packs:
+        """Input positions nothing can read after this run: a flat array whose pack's buffers are all gone, and an
+        array that only this segment still holds (the old value of a tensor rebound in place: a parameter after
+        the optimizer's update). XLA may then write the results into their memory."""
+        if not donate_inputs:
             return ()
-        return tuple(k for k, pack in self.packs.items() if pack.dead())
+        packs = self.packs
+        inputs = self.inputs
+        out = []
+        getrefcount = sys.getrefcount
+        for k in range(len(inputs)):
+            x = inputs[k]  # (not enumerate: its result tuple would hold x too)
+            pack = packs.get(k) if packs else None
+            if pack is not None:
+                if pack.dead():
+                    out.append(k)
+            # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
+            # view or user reference can read it (memory another library shares is never donated)
+            elif getrefcount(x) <= 3 and type(x) is _ArrayImpl and id(x) not in _external:
+                out.append(k)
+        return tuple(out)
 
     def _interpret(self, out_idx):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""

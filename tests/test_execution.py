@@ -453,3 +453,17 @@ def test_capture_after_compiled_packed_segments_reads_the_parameters_afresh(tier
             return [l.item() for l in losses] + [float(v) for p in model.parameters() for v in _np(p).ravel()]
 
     np.testing.assert_allclose(run("auto"), run("eager"), rtol=1e-5, atol=1e-6)
+
+
+def test_old_values_of_tensors_rebound_in_place_are_donated_unless_held(tiers):
+    p = jg.nn.Parameter(jg.ones(4))
+    opt = jg.optim.SGD([p], lr=0.25)
+    alias = p.detach()                     # a user's reference to the first value: that one is never donated
+    before = jg.graphs.segment_cache_info().donated_runs
+    for _ in range(5):
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+    assert jg.graphs.segment_cache_info().donated_runs > before
+    np.testing.assert_array_equal(alias.numpy(), np.ones(4))
+    np.testing.assert_allclose(p.detach().numpy(), np.full(4, 0.5 ** 5), rtol=1e-6)
