@@ -43,7 +43,7 @@ from ._capture import abstract
 from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
 from ._tensor import Tensor
 from .autograd import engine as _engine_mod
-from .autograd.engine import GraphTask, _tls, _trimming, node_observers, validate_outputs
+from .autograd.engine import GraphTask, _tls, _trimming, node_observers
 from .autograd.grad_mode import state as _state
 from .autograd.node import AccumulateGrad, GraphRoot, SavedVariable
 from .streams import _current_for, _san, active_captures as _active_captures

@@ -24,14 +24,13 @@ pending checks are cleared when one is reported, and every tensor, parameter and
 """
 from __future__ import annotations
 
-import sys
 import threading
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dispatch, _dtype, streams
+from . import _dtype, streams
 from ._dispatch import Op, call
 from ._tensor import Tensor
 

@@ -49,7 +49,7 @@ as one executable, in a background thread by default (that barrier still runs op
 from then on runs as that executable. A structure that never repeats never compiles. Counts:
 ``jgrad.graphs.segment_cache_info()``.
 
-Outputs on accelerators (``_Layout``, ``_Pack``): every output of an executable costs host time per
+Outputs on accelerators (``_segment_run.Layout``, ``Pack``): every output of an executable costs host time per
 call, so outputs up to ``pack_max_bytes`` come back as one flat array per dtype. A later segment that
 reads one takes the flat as its input and slices it inside its executable; once every buffer of a
 pack is gone, the next reader donates the flat, so parameters and optimizer state updated every step
@@ -75,8 +75,9 @@ import weakref
 
 import jax
 
-from ._capture import Buffer, Recorder, _Progress, _eval_shape, _tree_flatten, _tree_unflatten
-from ._capture import buffer_proto, compiler_options
+from ._capture import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
+from ._capture import buffer_proto
+from . import _segment_run as _run
 from ._dtype import x64_scope
 
 _made = Buffer.made
@@ -295,124 +296,6 @@ pack_outputs = None
 pack_max_bytes = 1 << 20
 
 
-class _Layout:
-    """Where each live buffer of a compiled segment comes back: its own output, or a place in a flat array."""
-
-    __slots__ = ("separate", "separate_idx", "groups", "group_idx", "where")
-
-    def __init__(self, live, device):
-        pack = pack_outputs if pack_outputs is not None else device.type != "cpu"
-        by_dtype = {}
-        self.separate = []
-        for pos, b in enumerate(live):
-            if pack and b.ndim > 0 and 0 < b.size * b.dtype.itemsize <= pack_max_bytes and not b.aval.weak_type:
-                by_dtype.setdefault(b.dtype.str, []).append(pos)
-            else:
-                self.separate.append(pos)
-        self.groups = [g for g in by_dtype.values() if len(g) > 1]
-        self.separate += [g[0] for g in by_dtype.values() if len(g) == 1]
-        self.separate_idx = [live[p].index for p in self.separate]
-        self.group_idx = [[live[p].index for p in g] for g in self.groups]
-        self.where = {}
-        for gi, g in enumerate(self.groups):
-            off = 0
-            for p in g:
-                self.where[live[p].index] = (gi, off)
-                off += live[p].size
-
-    def bind(self, outs, live):
-        """(value per live buffer, None where packed; the _Pack or None) of one call's outputs."""
-        vals = [None] * len(live)
-        for p, v in zip(self.separate, outs):
-            vals[p] = v
-        if not self.groups:
-            return vals, None
-        return vals, _Pack(outs[len(self.separate):], self.where, [live[p] for g in self.groups for p in g])
-
-
-class _Pack:
-    """Outputs of one compiled run that came back as one flat array per dtype.
-
-    A buffer in it keeps ``_val`` None and ``packed`` this pack: a later segment takes the flat as its input
-    and slices inside its executable (``("s", ...)`` refs); a read (``Buffer.value``) slices just that buffer.
-    Once every buffer of the pack is gone, the next segment that reads the flat donates it.
-    """
-
-    __slots__ = ("flats", "where", "refs")
-
-    def __init__(self, flats, where, buffers):
-        self.flats, self.where = flats, where
-        self.refs = [_weakref(b) for b in buffers]
-
-    def dead(self):
-        for r in self.refs:
-            if r() is not None:
-                return False
-        return True
-
-    def read(self, b):
-        g, off = self.where[b.index]
-        with x64_scope():
-            return _slicer(off, b.size, b.shape)(self.flats[g])
-
-
-_SLICERS: dict = {}
-
-
-def _slicer(off, size, shape):
-    fn = _SLICERS.get((off, size, shape))
-    if fn is None:
-        fn = _SLICERS[(off, size, shape)] = jax.jit(lambda flat: jax.lax.slice(flat, (off,), (off + size,)).reshape(shape))
-    return fn
-
-
-_SCALAR_ARRAYS: dict = {}
-
-
-def _device_scalar(x, device):
-    """A dynamic Python scalar as a (weakly typed) array on ``device``, made once per value: passing the Python
-    number to an executable would copy it to the device at every call."""
-    key = (type(x), repr(x), device)
-    a = _SCALAR_ARRAYS.get(key)
-    if a is None:
-        if len(_SCALAR_ARRAYS) > 4096:  # a value that changes every step (a learning-rate schedule)
-            _SCALAR_ARRAYS.clear()
-        with jax.default_device(device.jax_device), x64_scope():  # uncommitted, as the Python number would be
-            a = _SCALAR_ARRAYS[key] = jax.numpy.asarray(x)
-    return a
-
-
-def _runner(steps, n_buffers):
-    """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
-
-    A ref is an int (``i >= 0``: buffer ``i``; ``~k``: input ``k``), ``("l", type, value)`` (a Python
-    scalar frozen into the step) or ``("s", k, offset, size, shape)`` (a slice of flat input ``k``).
-    """
-    def run(ins):
-        vals = [None] * n_buffers
-        sliced = {}
-        for fn, treedef, refs, outs, _ in steps:
-            args = []
-            for r in refs:
-                if type(r) is int:
-                    args.append(vals[r] if r >= 0 else ins[~r])
-                elif r[0] == "l":
-                    args.append(r[2])
-                else:
-                    v = sliced.get(r)
-                    if v is None:
-                        v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
-                    args.append(v)
-            res = fn(*_tree_unflatten(treedef, args))
-            if len(outs) == 1 and type(res) is not tuple:
-                vals[outs[0]] = res
-            else:
-                for i, v in zip(outs, _tree_leaves(res)):
-                    vals[i] = v
-        return vals
-    return run
-
-
 _compiling: set = set()
 _SCALARS = (int, float, bool, complex)
 _Tracer = jax.core.Tracer
@@ -447,7 +330,7 @@ class Segment(Recorder):
         self._slot = {}         # id(array) -> input index
         self.streams = {}       # stream -> index (part of the key)
         self.gens = []          # generators whose key this segment advanced
-        self.packs = {}         # input index -> the _Pack whose flat array that input is
+        self.packs = {}         # input index -> the _segment_run.Pack whose flat array that input is
         self.node = _root
 
     def record(self, fn, args, stream, dynamic_scalars=False):
@@ -474,7 +357,7 @@ class Segment(Recorder):
                             refs.append(x.index)
                             continue
                         pack = x.packed
-                        if x._val is None and type(pack) is _Pack and pack.flats is not None:
+                        if x._val is None and type(pack) is _run.Pack and pack.flats is not None:
                             # An output of an earlier run that came back packed: its flat is the input, the
                             # executable slices it (the slice's place is part of the structure).
                             g, off = pack.where[x.index]
@@ -495,7 +378,7 @@ class Segment(Recorder):
                         if not dynamic_scalars:
                             refs.append(("l", tx, x))
                             continue
-                        leaves[j] = x = _device_scalar(x, self.device)
+                        leaves[j] = x = _run.device_scalar(x, self.device)
                     k = slot.get(id(x))
                     if k is None:
                         if isinstance(x, _Tracer):
@@ -597,7 +480,7 @@ class Segment(Recorder):
         self._slot = None
 
     def _run(self, live):
-        """(values of ``live``, None where packed; the _Pack) of one run of the recorded steps."""
+        """(values of ``live``, None where packed; the Pack) of one run of the recorded steps."""
         out_idx = tuple(b.index for b in live)
         donate = self._donatable()
         node = self.node
@@ -654,17 +537,17 @@ class Segment(Recorder):
     def _interpret(self, out_idx):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
         with jax.default_device(self.device.jax_device):  # for steps that read no array (factories)
-            vals = _runner(self.steps, self.n_buffers)(self.inputs)
+            vals = _run.runner(self.steps, self.n_buffers)(self.inputs)
         return [vals[i] for i in out_idx]
 
     def _start_compile(self, entry, live, donate):
-        steps, specs, device, n = self.steps, [_spec(x) for x in self.inputs], self.device, self.n_buffers
-        entry.layout = layout = _Layout(live, device)
+        steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers
+        entry.layout = layout = _run.Layout(live, device, pack_outputs, pack_max_bytes)
 
         def work():
             t0 = time.perf_counter()
             try:
-                exe = _compile(steps, n, specs, layout, donate, device)
+                exe = _run.compile_segment(steps, n, specs, layout, donate, device, gpu_compiler_options)
             except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
                 entry.failed = f"{type(e).__name__}: {e}"
                 _stats.compile_failures += 1
@@ -693,31 +576,6 @@ def _restart_trie():
     _node_count[0] = 0
     for seg in _open.values():
         seg.node = _Node()  # its structure so far is forgotten: it will not match a cached plan
-
-
-def _spec(x):
-    if isinstance(x, jax.Array):
-        # An uncommitted array (a cached dynamic scalar) goes where the executable runs, a mesh included.
-        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
-                                    sharding=x.sharding if x.committed else None)
-    return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
-
-
-def _compile(steps, n_buffers, specs, layout, donate, device):
-    runner = _runner(steps, n_buffers)
-    separate, groups = layout.separate_idx, layout.group_idx
-
-    def run(*ins):
-        vals = runner(ins)
-        return [vals[i] for i in separate] + [jax.numpy.concatenate([vals[i].ravel() for i in g]) for g in groups]
-
-    with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
-            jax.default_device(device.jax_device), x64_scope():
-        warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
-        lowered = jax.jit(run, donate_argnums=donate).lower(*specs)
-        options = compiler_options(device.type != "cpu", False) if gpu_compiler_options is None else (
-            gpu_compiler_options if device.type != "cpu" else None)
-        return lowered.compile(compiler_options=options) if options else lowered.compile()
 
 
 def _install():

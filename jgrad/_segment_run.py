@@ -1,0 +1,163 @@
+"""How a recorded segment runs: op by op (the first tier) or as one compiled executable, and where its
+outputs come back (one flat array per dtype on accelerators, sliced when read).
+
+Imports ``_capture`` (the Buffer, the progress line and XLA options shared with capture) and ``_dtype``;
+used by ``_segment`` alone, which owns the knobs (``pack_outputs``...) and passes them in.
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+import jax
+
+from ._capture import _Progress, _tree_unflatten, compiler_options
+from ._dtype import x64_scope
+
+_weakref = weakref.ref
+_tree_leaves = jax.tree_util.tree_leaves
+
+
+class Layout:
+    """Where each live buffer of a compiled segment comes back: its own output, or a place in a flat array."""
+
+    __slots__ = ("separate", "separate_idx", "groups", "group_idx", "where")
+
+    def __init__(self, live, device, pack_outputs, pack_max_bytes):
+        pack = pack_outputs if pack_outputs is not None else device.type != "cpu"
+        by_dtype = {}
+        self.separate = []
+        for pos, b in enumerate(live):
+            if pack and b.ndim > 0 and 0 < b.size * b.dtype.itemsize <= pack_max_bytes and not b.aval.weak_type:
+                by_dtype.setdefault(b.dtype.str, []).append(pos)
+            else:
+                self.separate.append(pos)
+        self.groups = [g for g in by_dtype.values() if len(g) > 1]
+        self.separate += [g[0] for g in by_dtype.values() if len(g) == 1]
+        self.separate_idx = [live[p].index for p in self.separate]
+        self.group_idx = [[live[p].index for p in g] for g in self.groups]
+        self.where = {}
+        for gi, g in enumerate(self.groups):
+            off = 0
+            for p in g:
+                self.where[live[p].index] = (gi, off)
+                off += live[p].size
+
+    def bind(self, outs, live):
+        """(value per live buffer, None where packed; the _Pack or None) of one call's outputs."""
+        vals = [None] * len(live)
+        for p, v in zip(self.separate, outs):
+            vals[p] = v
+        if not self.groups:
+            return vals, None
+        return vals, Pack(outs[len(self.separate):], self.where, [live[p] for g in self.groups for p in g])
+
+
+class Pack:
+    """Outputs of one compiled run that came back as one flat array per dtype.
+
+    A buffer in it keeps ``_val`` None and ``packed`` this pack: a later segment takes the flat as its input
+    and slices inside its executable (``("s", ...)`` refs); a read (``Buffer.value``) slices just that buffer.
+    Once every buffer of the pack is gone, the next segment that reads the flat donates it.
+    """
+
+    __slots__ = ("flats", "where", "refs")
+
+    def __init__(self, flats, where, buffers):
+        self.flats, self.where = flats, where
+        self.refs = [_weakref(b) for b in buffers]
+
+    def dead(self):
+        for r in self.refs:
+            if r() is not None:
+                return False
+        return True
+
+    def read(self, b):
+        g, off = self.where[b.index]
+        with x64_scope():
+            return _slicer(off, b.size, b.shape)(self.flats[g])
+
+
+_SLICERS: dict = {}
+
+
+def _slicer(off, size, shape):
+    fn = _SLICERS.get((off, size, shape))
+    if fn is None:
+        fn = _SLICERS[(off, size, shape)] = jax.jit(lambda flat: jax.lax.slice(flat, (off,), (off + size,)).reshape(shape))
+    return fn
+
+
+_SCALAR_ARRAYS: dict = {}
+
+
+def device_scalar(x, device):
+    """A dynamic Python scalar as a (weakly typed) array on ``device``, made once per value: passing the Python
+    number to an executable would copy it to the device at every call."""
+    key = (type(x), repr(x), device)
+    a = _SCALAR_ARRAYS.get(key)
+    if a is None:
+        if len(_SCALAR_ARRAYS) > 4096:  # a value that changes every step (a learning-rate schedule)
+            _SCALAR_ARRAYS.clear()
+        with jax.default_device(device.jax_device), x64_scope():  # uncommitted, as the Python number would be
+            a = _SCALAR_ARRAYS[key] = jax.numpy.asarray(x)
+    return a
+
+
+def runner(steps, n_buffers):
+    """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
+
+    A ref is an int (``i >= 0``: buffer ``i``; ``~k``: input ``k``), ``("l", type, value)`` (a Python
+    scalar frozen into the step) or ``("s", k, offset, size, shape)`` (a slice of flat input ``k``).
+    """
+    def run(ins):
+        vals = [None] * n_buffers
+        sliced = {}
+        for fn, treedef, refs, outs, _ in steps:
+            args = []
+            for r in refs:
+                if type(r) is int:
+                    args.append(vals[r] if r >= 0 else ins[~r])
+                elif r[0] == "l":
+                    args.append(r[2])
+                else:
+                    v = sliced.get(r)
+                    if v is None:
+                        v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
+                    args.append(v)
+            res = fn(*_tree_unflatten(treedef, args))
+            if len(outs) == 1 and type(res) is not tuple:
+                vals[outs[0]] = res
+            else:
+                for i, v in zip(outs, _tree_leaves(res)):
+                    vals[i] = v
+        return vals
+    return run
+
+
+def spec(x):
+    if isinstance(x, jax.Array):
+        # An uncommitted array (a cached dynamic scalar) goes where the executable runs, a mesh included.
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
+                                    sharding=x.sharding if x.committed else None)
+    return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
+
+
+def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options=None):
+    """One executable running ``steps`` on inputs of ``specs``, returning ``layout``'s outputs; ``donate``: input
+    positions XLA may write the outputs into."""
+    run_steps = runner(steps, n_buffers)
+    separate, groups = layout.separate_idx, layout.group_idx
+
+    def run(*ins):
+        vals = run_steps(ins)
+        return [vals[i] for i in separate] + [jax.numpy.concatenate([vals[i].ravel() for i in g]) for g in groups]
+
+    with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
+            jax.default_device(device.jax_device), x64_scope():
+        warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
+        lowered = jax.jit(run, donate_argnums=donate).lower(*specs)
+        options = compiler_options(device.type != "cpu", False) if gpu_options is None else (
+            gpu_options if device.type != "cpu" else None)
+        return lowered.compile(compiler_options=options) if options else lowered.compile()
