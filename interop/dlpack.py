@@ -308,6 +308,8 @@ def _platform_of(dl_type, obj, what):
 
 
 def _import_generic(obj, target, copy, what):
+    if _module_of(obj) == "torch":
+        obj = _resolve_torch_bits(obj, copy, what)
     dl_type, _ = obj.__dlpack_device__()
     platform = _platform_of(dl_type, obj, what)
     try:
@@ -355,6 +357,23 @@ def _first_line(msg):
 
 def _module_of(obj):
     return type(obj).__module__.split(".")[0]
+
+
+def _resolve_torch_bits(obj, copy, what):
+    """A torch conjugate or negative view (``x.conj()``, ``torch._neg_view``) holds the unresolved values and a
+    lazy bit: torch's ``__dlpack__`` refuses the conjugate bit but exports a negative view's buffer as it is,
+    which would import the wrong values. Both are resolved first (a copy made by torch), or refused where
+    ``copy=False`` forbids the copy."""
+    is_conj, is_neg = getattr(obj, "is_conj", None), getattr(obj, "is_neg", None)
+    conj, neg = bool(is_conj and is_conj()), bool(is_neg and is_neg())
+    if not (conj or neg):
+        return obj
+    if copy is False:
+        bit = "conjugate" if conj else "negative"
+        raise BufferError(f"{what}: this torch.Tensor is a {bit} view (its {bit} bit is set), whose buffer holds "
+                          f"unresolved values; resolving it needs a copy. Pass copy=None or copy=True to allow "
+                          f"it, or call x.resolve_conj() / x.resolve_neg() first.")
+    return obj.resolve_conj().resolve_neg()
 
 
 def _producer_fixup(obj, err, copy, what):

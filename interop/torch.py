@@ -13,9 +13,10 @@ these functions raise ``ImportError`` naming the extra to install
 
 ``from_torch(x)``
     A jgrad tensor sharing ``x``'s memory. Transposed (permuted) layouts are
-    shared too; other non-contiguous views, conjugate/negative views and CPU
-    tensors not aligned to 64 bytes (``x[1:]``) are copied when ``copy`` is
-    None/True and refused with ``BufferError`` when ``copy=False``.
+    shared too; other non-contiguous views, conjugate/negative views (resolved
+    by torch first: their values, not their raw buffers) and CPU tensors not
+    aligned to 64 bytes (``x[1:]``) are copied when ``copy`` is None/True and
+    refused with ``BufferError`` when ``copy=False``.
 
 Mutation semantics
     jgrad never writes into a shared buffer: ``x = to_torch(t); t.add_(1)``
@@ -85,6 +86,8 @@ def from_torch(x, *, device=None, copy=None):
     torch = _torch()
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"interop.torch.from_torch(): expected a torch.Tensor, got {type(x).__name__}")
+    # Conjugate and negative views are resolved (copied) on the way, or refused with copy=False: DLPack
+    # carries no lazy bits, and torch exports a negative view's unresolved buffer (interop.dlpack).
     return from_dlpack(x.detach(), device=device, copy=copy)
 
 

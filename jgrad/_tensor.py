@@ -60,8 +60,10 @@ class Tensor:
     # ---- metadata ------------------------------------------------------
     @property
     def data(self) -> "Tensor":
-        """A tensor sharing storage with this one, detached from history."""
-        return self.detach()
+        """A tensor sharing this one's storage, without history and with its own version counter (PyTorch's
+        ``.data``): an in-place op through it (``p.data.mul_(2)``) changes this tensor, and does not bump the
+        version that autograd checks saved tensors against."""
+        return _DataView(self)
 
     @data.setter
     def data(self, other: "Tensor"):
@@ -302,7 +304,12 @@ class Tensor:
         return np.asarray(self._value)
 
     def __array__(self, dtype=None, copy=None):
-        """NumPy 2 protocol: copy=True always copies; copy=False raises ValueError where a copy is needed."""
+        """NumPy 2 protocol: copy=True always copies; copy=False raises ValueError where a copy is needed.
+
+        A tensor that requires grad is refused, as PyTorch refuses it (``np.asarray(t.detach())`` works)."""
+        if self._req:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                               "instead.")
         self._host_sync("Tensor.__array__()")
         v = self._value
         a = np.asarray(v)
@@ -354,6 +361,31 @@ class Tensor:
     def __reduce_ex__(self, proto):
         return (_rebuild, (np.asarray(self._value), str(self.device), self._req))
 
+    def __deepcopy__(self, memo):
+        """PyTorch's deepcopy: graph leaves only; the copy keeps ``requires_grad``, the version and a deep copy of
+        ``.grad`` and of the attributes set on the tensor; it shares no state with the original (a new version
+        counter, no hooks). The array is shared: jgrad's arrays are immutable, and in-place ops rebind."""
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the "
+                "moment.  If you were attempting to deepcopy a module, this may be because of a "
+                "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+        if id(self) in memo:
+            return memo[id(self)]
+        cls = Tensor if type(self) is _DataView else type(self)
+        new = cls._make(self._data, self._device, self._stream, self._req)
+        new._vc = [self._vc[0]]
+        if self._aval is not None:
+            new._aval = self._aval
+        memo[id(self)] = new
+        if self._grad is not None:
+            new._grad = self._grad.__deepcopy__(memo)
+        extra = {k: v for k, v in self.__dict__.items() if k not in _UNCOPIED}
+        if extra:
+            import copy
+            new.__dict__.update(copy.deepcopy(extra, memo))
+        return new
+
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         from interop.dlpack import export_tensor
         return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
@@ -361,6 +393,65 @@ class Tensor:
     def __dlpack_device__(self):
         from interop.dlpack import tensor_dlpack_device
         return tensor_dlpack_device(self)
+
+
+# Per-tensor autograd and stream state that a deep copy starts afresh (PyTorch's copy has no hooks either).
+_UNCOPIED = frozenset({"_grad", "_hooks", "_retains_grad", "_grad_acc", "_post_acc_hooks", "_aval", "_capture",
+                       "_recorded_streams"})
+
+
+class _DataView(Tensor):
+    """``t.data``: a tensor without history that reads and writes ``t``'s storage slot (``_data``, and the
+    device and stream that go with it), with a version counter of its own, as PyTorch's ``.data``.
+
+    jgrad's arrays are immutable and in-place ops rebind a tensor's array, so sharing storage means sharing the
+    slot: an in-place op on the view rebinds its base. A view of a view is a view of the base."""
+
+    __slots__ = ("_base",)
+
+    def __init__(self, base):
+        if type(base) is _DataView:
+            base = base._base
+        object.__setattr__(self, "_base", base)
+        self._req = False
+        self._grad_fn = None
+        self._output_nr = 0
+        self._vc = [0]
+
+    @property
+    def _data(self):
+        return self._base._data
+
+    @_data.setter
+    def _data(self, value):
+        base = self._base
+        base._data = value
+        if type(value) is _Buffer:
+            value.holders.append(_weakref(base))  # a pending result: the barrier rebinds the base too
+
+    @property
+    def _device(self):
+        return self._base._device
+
+    @_device.setter
+    def _device(self, value):
+        self._base._device = value
+
+    @property
+    def _stream(self):
+        return self._base._stream
+
+    @_stream.setter
+    def _stream(self, value):
+        self._base._stream = value
+
+    @property
+    def _aval(self):
+        return self._base._aval
+
+    @_aval.setter
+    def _aval(self, value):
+        self._base._aval = value
 
 
 def _aliases(a: np.ndarray, v) -> bool:

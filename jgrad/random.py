@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from . import _segment
+from ._dtype import x64_scope as _x64_scope
 from ._capture import Buffer as _Buffer
 from .streams import _current_for
 
@@ -28,12 +29,18 @@ class Generator:
         self.manual_seed(67280421310721)  # PyTorch's default seed
 
     def manual_seed(self, seed: int) -> "Generator":
-        seed = int(seed)
+        """Seed with any integer in [-2**63, 2**64): PyTorch's range, where a negative seed is the unsigned 64-bit
+        number with the same bits (``manual_seed(-1)`` is ``manual_seed(2**64 - 1)``; ``initial_seed()`` returns
+        that). Out of range: PyTorch's ``ValueError``. All 64 bits make the key, whatever JAX's x64 flag.
+        An integer is required (``jg.manual_seed`` converts with ``int()`` first, as ``torch.manual_seed``)."""
+        if type(seed) is not int and (isinstance(seed, bool) or not isinstance(seed, np.integer)):
+            raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+        seed = _seed_value(seed)
         with self._lock:
             self._seed = seed
-            self._key = jax.device_put(jax.random.key_data(jax.random.key(seed & 0xFFFFFFFFFFFFFFFF
-                                                                          if seed >= 0 else seed % 2 ** 64)),
-                                       self.device._placement)
+            with _x64_scope():
+                data = jax.random.key_data(jax.random.key(np.uint64(seed)))
+            self._key = jax.device_put(data, self.device._placement)
         return self
 
     seed = manual_seed
@@ -72,6 +79,14 @@ class Generator:
         return self
 
 
+def _seed_value(seed) -> int:
+    """A seed as the unsigned 64-bit value PyTorch keeps (``int(seed)`` first, as ``torch.manual_seed`` does)."""
+    seed = int(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ValueError("Overflow when unpacking long long")
+    return seed % 2 ** 64
+
+
 @jax.jit
 def _split(key):
     k = jax.random.wrap_key_data(key)
@@ -96,6 +111,7 @@ def default_generator(device=None) -> Generator:
 
 def manual_seed(seed: int) -> Generator:
     """Seed the default generators of all devices; returns the default device's."""
+    seed = _seed_value(seed)  # checked before any generator changes
     for gen in _default_generators.values():
         gen.manual_seed(seed)
     _seed_for_new[0] = seed

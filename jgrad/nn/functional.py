@@ -143,7 +143,7 @@ def _channel_dropout(input, p, training, batched_ndim, name, generator):
     mask_shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
     if p == 1.0:
         return input * 0.0
-    keep = _rand.rand(*mask_shape, generator=generator, dtype=input.dtype, device=input.device) >= p
+    keep = _rand.rand(tuple(mask_shape), generator=generator, dtype=input.dtype, device=input.device) >= p
     return input * keep.to(input.dtype) / (1.0 - p)
 
 

@@ -133,9 +133,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(empty(*self.normalized_shape, device=device, dtype=dtype))
+            self.weight = Parameter(empty(tuple(self.normalized_shape), device=device, dtype=dtype))
             if bias:
-                self.bias = Parameter(empty(*self.normalized_shape, device=device, dtype=dtype))
+                self.bias = Parameter(empty(tuple(self.normalized_shape), device=device, dtype=dtype))
             else:
                 self.register_parameter("bias", None)
         else:

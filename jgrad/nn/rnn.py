@@ -123,7 +123,7 @@ class RNNBase(Module):
                     shapes.append(("weight_hr", (proj_size, hidden_size)))
                 for name, shape in shapes:
                     full = f"{name}_l{layer}{suffix}"
-                    setattr(self, full, Parameter(empty(*shape, device=device, dtype=dtype)))
+                    setattr(self, full, Parameter(empty(tuple(shape), device=device, dtype=dtype)))
                     self._flat_weights_names.append(full)
         self.reset_parameters()
 
@@ -150,7 +150,7 @@ class RNNBase(Module):
         if self.mode == "LSTM":
             shapes.append((self.num_layers * dirs, batch, self.hidden_size))
         if hx is None:
-            return [zeros(*s, dtype=input.dtype, device=input.device) for s in shapes]
+            return [zeros(tuple(s), dtype=input.dtype, device=input.device) for s in shapes]
         hx = list(hx) if self.mode == "LSTM" else [hx]
         if self.mode == "LSTM" and len(hx) != 2:
             raise ValueError("LSTM expects hx as a tuple (h_0, c_0)")

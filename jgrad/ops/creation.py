@@ -1,6 +1,8 @@
 """Tensor factories: tensor, zeros, ones, full, arange, linspace, eye, *_like."""
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +11,7 @@ from .. import _dtype
 from .._device import MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax, get_default_device
 from .._dispatch import Op, call_factory
 from .._tensor import Tensor
-from ._registry import tensor_method
+from ._registry import as_index, check_new_shape, parse_size, tensor_method, type_name
 
 
 def _target_device(device):
@@ -91,21 +93,23 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return Tensor._make(_as_array(data, dtype, device), _target_device(device))
 
 
-def _shape(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    return tuple(int(s) for s in size)
+def _shape(size, name):
+    """The shape of a factory's ``*size`` arguments (PyTorch's parsing and type errors)."""
+    if not size:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+    return parse_size(size, name)
 
 
 FULL = Op("full", lambda value, shape, dtype: jnp.full(shape, value, dtype), differentiable=False)
 
 
-def _filled(shape, value, dtype, device, requires_grad, like=None):
+def _filled(shape, value, dtype, device, requires_grad, name, like=None):
     dt = _dtype.canonical(dtype) if dtype is not None else None
     if dt is None:
         dt = _dtype.get_default_dtype() if isinstance(value, float) or value is None else (
             _dtype.bool if isinstance(value, bool) else _dtype._index_dtype() if isinstance(value, int)
             else _dtype.get_default_dtype())
+    check_new_shape(shape, dt.itemsize, name)
     if isinstance(value, Tensor):
         value = value.item()
     dev = _target_device(device)
@@ -123,20 +127,20 @@ def _filled(shape, value, dtype, device, requires_grad, like=None):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _filled(_shape(size), 0.0 if dtype is None else 0, dtype, device, requires_grad)
+    return _filled(_shape(size, "zeros"), 0.0 if dtype is None else 0, dtype, device, requires_grad, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _filled(_shape(size), 1.0 if dtype is None else 1, dtype, device, requires_grad)
+    return _filled(_shape(size, "ones"), 1.0 if dtype is None else 1, dtype, device, requires_grad, "ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Zeros: XLA has no uninitialised buffers."""
-    return _filled(_shape(size), None, dtype, device, requires_grad)
+    return _filled(_shape(size, "empty"), None, dtype, device, requires_grad, "empty")
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _filled(_shape((size,)), fill_value, dtype, device, requires_grad)
+    return _filled(parse_size(size, "full", varargs=False), fill_value, dtype, device, requires_grad, "full")
 
 
 def _like(t, dtype, device):
@@ -146,12 +150,12 @@ def _like(t, dtype, device):
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False):
     d, dv = _like(t, dtype, device)
-    return _filled(t.shape, 0, d, dv, requires_grad, like=t)
+    return _filled(t.shape, 0, d, dv, requires_grad, "zeros_like", like=t)
 
 
 def ones_like(t, dtype=None, device=None, requires_grad=False):
     d, dv = _like(t, dtype, device)
-    return _filled(t.shape, 1, d, dv, requires_grad, like=t)
+    return _filled(t.shape, 1, d, dv, requires_grad, "ones_like", like=t)
 
 
 def empty_like(t, dtype=None, device=None, requires_grad=False):
@@ -160,30 +164,78 @@ def empty_like(t, dtype=None, device=None, requires_grad=False):
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     d, dv = _like(t, dtype, device)
-    return _filled(t.shape, fill_value, d, dv, requires_grad, like=t)
+    return _filled(t.shape, fill_value, d, dv, requires_grad, "full_like", like=t)
+
+
+def _arange_number(v, arg, pos):
+    """An ``arange`` bound or step: a Python number, a NumPy scalar or a one-element tensor (as a Python number)."""
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise TypeError(f"arange(): argument '{arg}' must be Number, not Tensor")
+        return v.item()
+    if isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
+        return v.item() if isinstance(v, np.generic) else v
+    where = f" (position {pos})" if pos else ""
+    raise TypeError(f"arange(): argument '{arg}'{where} must be Number, not {type_name(v)}")
+
+
+def _scalar_str(v):
+    """A number as PyTorch's messages print a Scalar (C++ stream formatting: 0.5, 1, 1e+20, nan, inf)."""
+    return str(v) if isinstance(v, int) else "%g" % v
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
     if end is None:
-        start, end = 0, start
+        start, end = 0, _arange_number(start, "end", 1)
+    else:
+        start, end = _arange_number(start, "start", None), _arange_number(end, "end", None)
+    step = _arange_number(step, "step", None)
+    if step == 0 or step != step:
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {_scalar_str(start)} -> {_scalar_str(end)}")
+    if not ((step > 0 and end >= start) or (step < 0 and end <= start)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = _dtype.get_default_dtype() if any(isinstance(v, float) for v in (start, end, step)) else _dtype._index_dtype()
     dev = _target_device(device)
     dt = _dtype.canonical(dtype)
+    n = math.ceil((end - start) / step) if not all(isinstance(v, int) for v in (start, end, step)) \
+        else -(-(end - start) // step)
+    check_new_shape((n,), dt.itemsize, "arange")
     with _dtype.x64_scope():
-        arr = jax.device_put(np.arange(start, end, step).astype(dt.np), dev.jax_device)
+        try:
+            host = np.arange(start, end, step)
+        except MemoryError:
+            raise RuntimeError(f"arange(): can't allocate memory: you tried to allocate {n * dt.itemsize} "
+                               "bytes.") from None
+        arr = jax.device_put(host.astype(dt.np), dev.jax_device)
     return tensor(arr, device=dev, requires_grad=requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    steps = as_index(steps, "linspace", "steps")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     dt = _dtype.canonical(dtype)
-    arr = np.linspace(start, end, int(steps)).astype(dt.np)
+    check_new_shape((steps,), dt.itemsize, "linspace")
+    arr = np.linspace(start, end, steps).astype(dt.np)
     return tensor(arr, device=device, requires_grad=requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if type(n) is not int:
+        if isinstance(n, bool) or not hasattr(type(n), "__index__"):
+            raise TypeError(f"eye(): argument 'n' (position 1) must be int, not {type_name(n)}")
+        n = as_index(n, "eye", "n")
+    m = n if m is None else as_index(m, "eye", "m")
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
     dt = _dtype.canonical(dtype)
-    return tensor(np.eye(n, m if m is not None else n, dtype=dt.np), device=device, requires_grad=requires_grad)
+    check_new_shape((n, m), dt.itemsize, "eye")
+    return tensor(np.eye(n, m, dtype=dt.np), device=device, requires_grad=requires_grad)
 
 
 def from_numpy(a: np.ndarray) -> Tensor:
@@ -199,22 +251,26 @@ def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
 
 @tensor_method()
 def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-    return zeros(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    return _filled(_shape(size, "new_zeros"), 0, dtype or self.dtype, device or self._device, requires_grad,
+                   "new_zeros")
 
 
 @tensor_method()
 def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-    return ones(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    return _filled(_shape(size, "new_ones"), 1, dtype or self.dtype, device or self._device, requires_grad,
+                   "new_ones")
 
 
 @tensor_method()
 def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
-    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    return _filled(parse_size(size, "new_full", varargs=False), fill_value, dtype or self.dtype,
+                   device or self._device, requires_grad, "new_full")
 
 
 @tensor_method()
 def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-    return new_zeros(self, *size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _filled(_shape(size, "new_empty"), 0, dtype or self.dtype, device or self._device, requires_grad,
+                   "new_empty")
 
 
 def _device_of(arr):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from .._dispatch import Op, call, clear_kernel_caches
 from .._tensor import Tensor
-from ._registry import broadcast_shapes, scalar_type_name, tensor_method
+from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor_method
 
 _PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.HIGH,
                "medium": jax.lax.Precision.DEFAULT}
@@ -137,10 +137,21 @@ def _check_matmul(a, b):
                                f"got: [{n}, {k2}].")
 
 
-@tensor_method("matmul", "__matmul__")
+@tensor_method()
 def matmul(input, other):
+    if not isinstance(input, Tensor):
+        expect_tensor(input, "matmul")
+    if not isinstance(other, Tensor):
+        expect_tensor(other, "matmul", "other", pos=None)
     _check_matmul(input, other)
     return call(MATMUL_OPS.get((input.ndim, other.ndim), MATMUL_ND), input, other)
+
+
+def _matmul_operator(self, other):
+    return matmul(self, other) if isinstance(other, Tensor) else NotImplemented
+
+
+Tensor.__matmul__ = _matmul_operator
 
 
 Tensor.__rmatmul__ = lambda self, other: matmul(other, self) if isinstance(other, Tensor) else NotImplemented

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from .. import _dtype
 from .._checks import check_range
 from .._dispatch import Op, call
-from ._registry import broadcast_shapes, tensor_method, wrap_dim
+from ._registry import broadcast_shapes, host_values, tensor_method, wrap_dim
 
 
 def _softmax_bwd(ctx, g):
@@ -170,15 +170,43 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return call(NLL_LOSS, input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
+def _bce_terms(p, y):
+    return y * jnp.clip(jnp.log(p), -100) + (1 - y) * jnp.clip(jnp.log1p(-p), -100)
+
+
+def _bce_bwd(ctx, g):
+    """PyTorch's formulas (``binary_cross_entropy_backward``): the input's gradient divides by
+    ``max(p (1 - p), 1e-12)``, so it is finite at p = 0 and p = 1 (the clamped logs' derivative is not)."""
+    p, y, w = ctx.saved
+    reduction = ctx.attrs["reduction"]
+    scale = 1.0 if w is None else w
+    if reduction != "none":
+        g = jnp.broadcast_to(g / p.size if reduction == "mean" else g, p.shape)
+    need = ctx.needs_input_grad
+    gp = g * scale * (p - y) / jnp.maximum((1 - p) * p, 1e-12) if need[0] else None
+    gy = g * scale * (jnp.clip(jnp.log1p(-p), -100) - jnp.clip(jnp.log(p), -100)) if need[1] else None
+    gw = -g * _bce_terms(p, y) if need[2] and w is not None else None
+    return gp, gy, gw
+
+
 BCE = Op("BinaryCrossEntropyBackward0", lambda p, y, w, reduction: _reduce(
-    -(w if w is not None else 1.0) * (y * jnp.clip(jnp.log(p), -100) + (1 - y) * jnp.clip(jnp.log1p(-p), -100)),
-    reduction))
+    -(w if w is not None else 1.0) * _bce_terms(p, y), reduction), _bce_bwd, save=(0, 1, 2))
 BCE_LOGITS = Op("BinaryCrossEntropyWithLogitsBackward0", lambda x, y, w, pw, reduction: _reduce(
     (w if w is not None else 1.0) * (
         (1 - y) * x + (1 + ((pw if pw is not None else 1.0) - 1) * y) * (jax.nn.softplus(-x))), reduction))
 
 
+def _check_unit_interval(t, what):
+    """PyTorch's range check of binary_cross_entropy (NaN fails it too), made where the values are already in
+    host memory (``host_values``); pending or GPU values are not read here."""
+    v = host_values(t)
+    if v is not None and v.size and not ((v >= 0) & (v <= 1)).all():
+        raise RuntimeError(f"all elements of {what} should be between 0 and 1")
+
+
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    _check_unit_interval(input, "input")
+    _check_unit_interval(target, "target")
     return call(BCE, input, target, weight, reduction=reduction)
 
 

@@ -12,7 +12,7 @@ from .. import _dtype
 from .._dispatch import Op, call, call_inplace, call_keyed
 from .._tensor import Tensor
 from ..autograd.node import InputMetadata
-from ._registry import broadcast_shapes, scalar_type_name, tensor_method
+from ._registry import broadcast_shapes, expect_tensor, host_values, scalar_type_name, tensor_method, type_name
 
 __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "floor_divide", "pow",
            "maximum", "minimum", "remainder", "fmod", "atan2", "neg", "negative", "abs", "absolute", "exp", "log",
@@ -41,12 +41,52 @@ def _float_promote(x):
     return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(_dtype.get_default_dtype().np)
 
 
-def _check_operand(x, opname):
+def _check_operand(x, opname, arg="other"):
     if isinstance(x, np.generic):  # NumPy scalars act as Python numbers (wrapped numbers in PyTorch)
         return x.item()
     if not isinstance(x, (Tensor,) + _Number):
-        raise TypeError(f"{opname}(): argument 'other' must be Tensor or Number, not {type(x).__name__}")
+        raise TypeError(f"{opname}(): argument '{arg}' must be Tensor, not {type_name(x)}")
     return x
+
+
+def _is_integral(x):
+    """Whether a tensor or Python scalar is of an integral type (bool included), as PyTorch's integer rules see it."""
+    if isinstance(x, Tensor):
+        return not (x.dtype.is_floating_point or x.dtype.is_complex)
+    return isinstance(x, int)
+
+
+_ZERO_DIV = "ZeroDivisionError"  # PyTorch's whole message for integer division by zero on the CPU
+
+
+def _check_int_division(a, b):
+    """PyTorch raises ``RuntimeError("ZeroDivisionError")`` for an integer ``//``, ``%``, ``fmod`` or rounding
+    ``div`` by zero on the CPU. A Python-scalar divisor is checked at once; a tensor divisor only where its
+    values are already on the host (a CPU tensor holding an array, not a pending result in "auto" mode or a
+    GPU tensor): reading those costs no device sync. Float division is never checked (it gives inf/nan)."""
+    if not (_is_integral(a) and _is_integral(b)):
+        return
+    if isinstance(b, Tensor):
+        if b.dtype is _dtype.bool or not _host_has_zero(b):
+            return
+    elif b != 0:
+        return
+    raise RuntimeError(_ZERO_DIV)
+
+
+def _host_has_zero(t):
+    v = host_values(t)
+    return v is not None and not v.all()
+
+
+_NEG_POW = "Integers to negative integer powers are not allowed."
+
+
+def _check_int_pow(base, exponent):
+    """An integral tensor to a negative Python-integer power: PyTorch's error (a tensor exponent is not checked:
+    such elements give PyTorch's integer results, see ``_int_pow``)."""
+    if type(exponent) is int and exponent < 0 and isinstance(base, Tensor) and _is_integral(base):
+        raise RuntimeError(_NEG_POW)
 
 
 # ---- binary arithmetic ---------------------------------------------------------
@@ -126,7 +166,20 @@ def _div_bwd(ctx, g):
 
 def _pow_fwd(a, b):
     a, b = _promote(a, b)  # int ** 0.5 -> float, 2.0 ** int_tensor -> default float
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return _int_pow(a, b)
     return a ** b
+
+
+def _int_pow(a, b):
+    """Integer powers as PyTorch computes them: a negative exponent gives 1 for a base of 1, +-1 for -1, else 0
+    (``jnp.power`` returns garbage there)."""
+    out = a ** jnp.maximum(b, 0)
+    if not jnp.issubdtype(b.dtype, jnp.signedinteger):
+        return out
+    one = jnp.ones((), a.dtype)
+    neg = jnp.where(a == 1, one, jnp.where(a == -1, jnp.where(b % 2 == 0, one, -one), jnp.zeros((), a.dtype)))
+    return jnp.where(b < 0, neg, out)
 
 
 def _pow_bwd(ctx, g):
@@ -173,24 +226,30 @@ def _float_promote_any(x):
 
 def add(input, other, *, alpha=1):
     """``input + alpha * other`` with PyTorch's type promotion."""
+    expect_tensor(input, "add")
     if alpha == 1:
         return call(ADD, input, _check_operand(other, "add"))
     return call(ADD_ALPHA, input, _check_operand(other, "add"), alpha)
 
 
 def sub(input, other, *, alpha=1):
+    expect_tensor(input, "sub")
     if alpha == 1:
         return call(SUB, input, _check_operand(other, "sub"))
     return call(ADD_ALPHA, input, _check_operand(other, "sub"), -alpha)
 
 
 def mul(input, other):
+    expect_tensor(input, "mul")
     return call(MUL, input, _check_operand(other, "mul"))
 
 
 def div(input, other, *, rounding_mode=None):
+    expect_tensor(input, "div")
+    other = _check_operand(other, "div")
     if rounding_mode is None:
-        return call(DIV, input, _check_operand(other, "div"))
+        return call(DIV, input, other)
+    _check_int_division(input, other)
     return call(DIV, input, other, rounding_mode=rounding_mode)
 
 
@@ -203,27 +262,45 @@ def floor_divide(input, other):
 
 
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
-    return call(POW, _check_operand(input, "pow"), _check_operand(exponent, "pow"))
+    input, exponent = _check_operand(input, "pow", "input"), _check_operand(exponent, "pow", "exponent")
+    if not isinstance(input, Tensor):
+        expect_tensor(exponent, "pow", "exponent", pos=None)
+    _check_int_pow(input, exponent)
+    return call(POW, input, exponent)
+
+
+def _binary(op, name, input, other):
+    expect_tensor(input, name)
+    return call(op, input, _check_operand(other, name))
 
 
 def maximum(input, other):
-    return call(MAXIMUM, input, other)
+    return _binary(MAXIMUM, "maximum", input, other)
 
 
 def minimum(input, other):
-    return call(MINIMUM, input, other)
+    return _binary(MINIMUM, "minimum", input, other)
 
 
 def remainder(input, other):
+    if not isinstance(input, Tensor):  # remainder(Scalar, Tensor)
+        input = _check_operand(input, "remainder", "input")
+        expect_tensor(other, "remainder", "other", pos=None)
+    else:
+        other = _check_operand(other, "remainder")
+    _check_int_division(input, other)
     return call(REMAINDER, input, other)
 
 
 def fmod(input, other):
+    expect_tensor(input, "fmod")
+    other = _check_operand(other, "fmod")
+    _check_int_division(input, other)
     return call(FMOD, input, other)
 
 
 def atan2(input, other):
-    return call(ATAN2, input, other)
+    return _binary(ATAN2, "atan2", input, other)
 
 
 # ---- unary math ------------------------------------------------------------------
@@ -311,9 +388,17 @@ def _clamp_bwd(ctx, g):
 CLAMP = Op("ClampBackward1", _clamp_fwd, _clamp_bwd, save=(0, 1, 2))
 
 
-def clamp(input, min=None, max=None):  # noqa: A002
+def _check_bounds(min, max):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    for arg, v in (("min", min), ("max", max)):
+        if v is not None and not isinstance(v, (Tensor,) + _Number + (np.generic,)):
+            raise TypeError(f"clamp(): argument '{arg}' must be Number or Tensor, not {type_name(v)}")
+
+
+def clamp(input, min=None, max=None):  # noqa: A002
+    expect_tensor(input, "clamp")
+    _check_bounds(min, max)
     return call(CLAMP, input, min, max)
 
 
@@ -335,13 +420,20 @@ WHERE = Op("WhereBackward0", _where_fwd, _where_bwd, save=(0,))
 
 def where(condition, input=None, other=None):
     """Elementwise select; ``where(condition)`` alone returns the indices of True entries."""
+    expect_tensor(condition, "where", "condition", pos=None)
     if input is None and other is None:
         from .shape import nonzero
         return nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtype.bool and condition.dtype is not _dtype.uint8:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{scalar_type_name(condition.dtype)}")
-    return call(WHERE, condition, _check_operand(input, "where"), _check_operand(other, "where"))
+    input, other = _check_operand(input, "where", "input"), _check_operand(other, "where")
+    cs = condition.shape  # the shapes broadcast as PyTorch's TensorIterator folds them (its wording), at the op
+    xs = input.shape if isinstance(input, Tensor) else ()
+    ys = other.shape if isinstance(other, Tensor) else ()
+    if not (cs == xs == ys):
+        broadcast_shapes(cs, xs, ys)
+    return call(WHERE, condition, input, other)
 
 
 # ---- comparisons and logic (never differentiable) ------------------------------------
@@ -366,27 +458,27 @@ ISFINITE = Op("isfinite", jnp.isfinite, differentiable=False)
 
 
 def eq(a, b):
-    return call(EQ, a, b)
+    return _binary(EQ, "eq", a, b)
 
 
 def ne(a, b):
-    return call(NE, a, b)
+    return _binary(NE, "ne", a, b)
 
 
 def lt(a, b):
-    return call(LT, a, b)
+    return _binary(LT, "lt", a, b)
 
 
 def le(a, b):
-    return call(LE, a, b)
+    return _binary(LE, "le", a, b)
 
 
 def gt(a, b):
-    return call(GT, a, b)
+    return _binary(GT, "gt", a, b)
 
 
 def ge(a, b):
-    return call(GE, a, b)
+    return _binary(GE, "ge", a, b)
 
 
 def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -520,6 +612,7 @@ CLONE = Op("CloneBackward0", lambda a: a, lambda ctx, g: (g,), save=())
 
 def clone(input, *, memory_format=None):
     """A copy with its own version counter; differentiable."""
+    expect_tensor(input, "clone")
     return call(CLONE, input)
 
 
@@ -549,20 +642,23 @@ def mul_(self, other):
 
 @tensor_method("div_")
 def div_(self, other, *, rounding_mode=None):
+    other = _check_operand(other, "div_")
     if rounding_mode is None:
         return call_inplace(DIV, self, other)
+    _check_int_division(self, other)
     return call_inplace(DIV, self, other, rounding_mode=rounding_mode)
 
 
 @tensor_method("pow_")
 def pow_(self, exponent):
+    exponent = _check_operand(exponent, "pow_", "exponent")
+    _check_int_pow(self, exponent)
     return call_inplace(POW, self, exponent)
 
 
 @tensor_method("clamp_", "clip_")
 def clamp_(self, min=None, max=None):  # noqa: A002
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _check_bounds(min, max)
     return call_inplace(CLAMP, self, min, max)
 
 
@@ -613,77 +709,96 @@ Tensor._inplace_accumulate = _inplace_accumulate
 
 
 # ---- public unary functions and Tensor methods --------------------------------------------
-def _unary_fn(op):
+def _unary_fn(op, name):
+    """``jg.<name>(input)``: a tensor is required (PyTorch's ``TypeError`` otherwise). The Tensor method
+    (``f._method``) skips that check: its ``self`` is a tensor."""
     def f(input):
+        if not isinstance(input, Tensor):
+            expect_tensor(input, name)
         return call(op, input)
+
+    def method(self):
+        return call(op, self)
+
+    f.__name__ = f.__qualname__ = name
+    f._method = method
     return f
 
 
-neg, negative = _unary_fn(NEG), _unary_fn(NEG)
-abs, absolute = _unary_fn(ABS), _unary_fn(ABS)  # noqa: A001
-exp, log, log2, log10 = _unary_fn(EXP), _unary_fn(LOG), _unary_fn(LOG2), _unary_fn(LOG10)
-log1p, expm1, sqrt, rsqrt = _unary_fn(LOG1P), _unary_fn(EXPM1), _unary_fn(SQRT), _unary_fn(RSQRT)
-sin, cos, tan, tanh = _unary_fn(SIN), _unary_fn(COS), _unary_fn(TAN), _unary_fn(TANH)
-asin, acos, atan, sinh, cosh = _unary_fn(ASIN), _unary_fn(ACOS), _unary_fn(ATAN), _unary_fn(SINH), _unary_fn(COSH)
-arcsin, arccos, arctan = asin, acos, atan
-sigmoid, relu, erf, reciprocal, square = (_unary_fn(SIGMOID), _unary_fn(RELU), _unary_fn(ERF),
-                                          _unary_fn(RECIPROCAL), _unary_fn(SQUARE))
-sign, floor, ceil, trunc = _unary_fn(SIGN), _unary_fn(FLOOR), _unary_fn(CEIL), _unary_fn(TRUNC)
+neg, negative = _unary_fn(NEG, "neg"), _unary_fn(NEG, "negative")
+abs, absolute = _unary_fn(ABS, "abs"), _unary_fn(ABS, "absolute")  # noqa: A001
+exp, log, log2, log10 = _unary_fn(EXP, "exp"), _unary_fn(LOG, "log"), _unary_fn(LOG2, "log2"), _unary_fn(LOG10, "log10")
+log1p, expm1 = _unary_fn(LOG1P, "log1p"), _unary_fn(EXPM1, "expm1")
+sqrt, rsqrt = _unary_fn(SQRT, "sqrt"), _unary_fn(RSQRT, "rsqrt")
+sin, cos, tan, tanh = _unary_fn(SIN, "sin"), _unary_fn(COS, "cos"), _unary_fn(TAN, "tan"), _unary_fn(TANH, "tanh")
+asin, acos, atan = _unary_fn(ASIN, "asin"), _unary_fn(ACOS, "acos"), _unary_fn(ATAN, "atan")
+sinh, cosh = _unary_fn(SINH, "sinh"), _unary_fn(COSH, "cosh")
+arcsin, arccos, arctan = _unary_fn(ASIN, "arcsin"), _unary_fn(ACOS, "arccos"), _unary_fn(ATAN, "arctan")
+sigmoid, relu, erf = _unary_fn(SIGMOID, "sigmoid"), _unary_fn(RELU, "relu"), _unary_fn(ERF, "erf")
+reciprocal, square = _unary_fn(RECIPROCAL, "reciprocal"), _unary_fn(SQUARE, "square")
+sign, floor, ceil, trunc = (_unary_fn(SIGN, "sign"), _unary_fn(FLOOR, "floor"), _unary_fn(CEIL, "ceil"),
+                            _unary_fn(TRUNC, "trunc"))
 
 
 def round(input, *, decimals=0):  # noqa: A001 - PyTorch's name
+    expect_tensor(input, "round")
     return call(ROUND, input, decimals=int(decimals)) if decimals else call(ROUND, input)
 
 
-silu, logsigmoid = _unary_fn(SILU), _unary_fn(LOGSIGMOID)
-logical_not, bitwise_not = _unary_fn(LOGICAL_NOT), _unary_fn(BITWISE_NOT)
-isnan, isinf, isfinite = _unary_fn(ISNAN), _unary_fn(ISINF), _unary_fn(ISFINITE)
+silu, logsigmoid = _unary_fn(SILU, "silu"), _unary_fn(LOGSIGMOID, "logsigmoid")
+logical_not, bitwise_not = _unary_fn(LOGICAL_NOT, "logical_not"), _unary_fn(BITWISE_NOT, "bitwise_not")
+isnan, isinf, isfinite = _unary_fn(ISNAN, "isnan"), _unary_fn(ISINF, "isinf"), _unary_fn(ISFINITE, "isfinite")
 
 
 def gelu(input, approximate="none"):
+    expect_tensor(input, "gelu")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")
     return call(GELU, input, approximate=approximate)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
+    expect_tensor(input, "softplus")
     return call(SOFTPLUS, input, beta=beta, threshold=threshold)
 
 
 def leaky_relu(input, negative_slope=0.01):
+    expect_tensor(input, "leaky_relu")
     return call(LEAKY_RELU, input, negative_slope=negative_slope)
 
 
 def elu(input, alpha=1.0):
+    expect_tensor(input, "elu")
     return call(ELU, input, alpha=alpha)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
+    expect_tensor(input, "hardtanh")
     return call(HARDTANH, input, min_val=min_val, max_val=max_val)
 
 
 def logical_and(a, b):
-    return call(LOGICAL_AND, a, b)
+    return _binary(LOGICAL_AND, "logical_and", a, b)
 
 
 def logical_or(a, b):
-    return call(LOGICAL_OR, a, b)
+    return _binary(LOGICAL_OR, "logical_or", a, b)
 
 
 def logical_xor(a, b):
-    return call(LOGICAL_XOR, a, b)
+    return _binary(LOGICAL_XOR, "logical_xor", a, b)
 
 
 def bitwise_and(a, b):
-    return call(BITWISE_AND, a, b)
+    return _binary(BITWISE_AND, "bitwise_and", a, b)
 
 
 def bitwise_or(a, b):
-    return call(BITWISE_OR, a, b)
+    return _binary(BITWISE_OR, "bitwise_or", a, b)
 
 
 def bitwise_xor(a, b):
-    return call(BITWISE_XOR, a, b)
+    return _binary(BITWISE_XOR, "bitwise_xor", a, b)
 
 
 for _name, _fn in dict(
@@ -699,7 +814,7 @@ for _name, _fn in dict(
         bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, allclose=allclose,
         isclose=isclose, equal=equal, clone=clone, where=lambda self, cond, other: where(cond, self, other),
 ).items():
-    tensor_method(_name)(_fn)
+    tensor_method(_name)(getattr(_fn, "_method", _fn))
 
 
 # ---- operators -------------------------------------------------------------------------
@@ -717,11 +832,30 @@ def _binop(op, reflected=False, **attrs):
     return method
 
 
-for _name, _op, _attrs in (("add", ADD, {}), ("sub", SUB, {}), ("mul", MUL, {}), ("truediv", DIV, {}),
-                           ("floordiv", DIV, {"rounding_mode": "floor"}), ("mod", REMAINDER, {}),
-                           ("pow", POW, {})):
+def _checked_binop(op, check, reflected=False, **attrs):
+    """``_binop`` for ``//``, ``%`` and ``**``, whose integer forms PyTorch checks (division by zero, negative
+    powers): ``check(a, b)`` runs before the dispatch."""
+    key = tuple(attrs.items())
+    operand_types = (Tensor,) + _Number
+
+    def method(self, other):
+        if isinstance(other, np.generic):
+            other = other.item()
+        if not isinstance(other, operand_types):
+            return NotImplemented
+        args = (other, self) if reflected else (self, other)
+        check(*args)
+        return call_keyed(op, args, key, attrs, None)
+    return method
+
+
+for _name, _op, _attrs in (("add", ADD, {}), ("sub", SUB, {}), ("mul", MUL, {}), ("truediv", DIV, {})):
     setattr(Tensor, f"__{_name}__", _binop(_op, **_attrs))
     setattr(Tensor, f"__r{_name}__", _binop(_op, True, **_attrs))
+for _name, _op, _check, _attrs in (("floordiv", DIV, _check_int_division, {"rounding_mode": "floor"}),
+                                   ("mod", REMAINDER, _check_int_division, {}), ("pow", POW, _check_int_pow, {})):
+    setattr(Tensor, f"__{_name}__", _checked_binop(_op, _check, **_attrs))
+    setattr(Tensor, f"__r{_name}__", _checked_binop(_op, _check, True, **_attrs))
 for _name, _op in (("eq", EQ), ("ne", NE), ("lt", LT), ("le", LE), ("gt", GT), ("ge", GE),
                    ("and", BITWISE_AND), ("or", BITWISE_OR), ("xor", BITWISE_XOR)):
     setattr(Tensor, f"__{_name}__", _binop(_op))

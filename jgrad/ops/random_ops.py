@@ -9,8 +9,7 @@ from .._device import device as _device, get_default_device
 from .._dispatch import Op, call, call_inplace
 from .._tensor import Tensor
 from ..random import _generator_for
-from ._registry import tensor_method
-from .shape import _sizes
+from ._registry import as_index, check_new_shape, parse_size, tensor_method
 
 
 def _key(k):
@@ -40,6 +39,12 @@ def _key_tensor(generator, device):
     return Tensor._make(gen.next_key(), gen.device)
 
 
+def _new_shape(size, dt, name):
+    if not size:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+    return check_new_shape(parse_size(size, name), dt.itemsize, name)
+
+
 def _dev(device):
     return _device(device) if device is not None else get_default_device()
 
@@ -51,13 +56,15 @@ def _req(t, requires_grad):
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples on [0, 1)."""
     dt = _dtype.canonical(dtype)
-    return _req(call(RAND, _key_tensor(generator, _dev(device)), shape=_sizes(size), dtype=dt.np), requires_grad)
+    shape = _new_shape(size, dt, "rand")  # checked before a key is drawn: a refused call leaves the generator as it was
+    return _req(call(RAND, _key_tensor(generator, _dev(device)), shape=shape, dtype=dt.np), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
     dt = _dtype.canonical(dtype)
-    return _req(call(RANDN, _key_tensor(generator, _dev(device)), shape=_sizes(size), dtype=dt.np), requires_grad)
+    shape = _new_shape(size, dt, "randn")
+    return _req(call(RANDN, _key_tensor(generator, _dev(device)), shape=shape, dtype=dt.np), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None):
@@ -71,21 +78,24 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
-    return call(RANDINT, _key_tensor(generator, _dev(device)), shape=_sizes((size,)), low=int(low), high=int(high),
+    shape = check_new_shape(parse_size(size, "randint", varargs=False), dt.itemsize, "randint")
+    return call(RANDINT, _key_tensor(generator, _dev(device)), shape=shape, low=int(low), high=int(high),
                 dtype=dt.np)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None):
     dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
-    return call(RANDPERM, _key_tensor(generator, _dev(device)), n=int(n), dtype=dt.np)
+    n = as_index(n, "randperm", "n")
+    check_new_shape((n,), dt.itemsize, "randperm")
+    return call(RANDPERM, _key_tensor(generator, _dev(device)), n=n, dtype=dt.np)
 
 
 def rand_like(t, *, dtype=None, device=None, generator=None):
-    return rand(*t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
 
 
 def randn_like(t, *, dtype=None, device=None, generator=None):
-    return randn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
 
 
 def randint_like(t, low=0, high=None, *, dtype=None, device=None, generator=None):
@@ -101,7 +111,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if size is None:
         raise TypeError("normal() with scalar mean and std needs 'size'")
     dt = _dtype.canonical(dtype)
-    return call(NORMAL, _key_tensor(generator, _dev(device)), shape=_sizes(size), dtype=dt.np, mean=float(mean),
+    shape = check_new_shape(parse_size(size, "normal", varargs=False), dt.itemsize, "normal")
+    return call(NORMAL, _key_tensor(generator, _dev(device)), shape=shape, dtype=dt.np, mean=float(mean),
                 std=float(std))
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from .. import _dtype
 from .._dispatch import Op, call
-from ._registry import norm_dim, scalar_type_name, tensor_method, wrap_dim
+from ._registry import expect_tensor, norm_dim, scalar_type_name, tensor_method, type_name, wrap_dim
 
 return_types_max = collections.namedtuple("max", ["values", "indices"])
 return_types_min = collections.namedtuple("min", ["values", "indices"])
@@ -110,8 +110,20 @@ def _max_dim_bwd(ctx, g, _gi):
 
 MAX_DIM = Op("MaxBackward0", _max_dim_fwd, _max_dim_bwd, save=(0,), num_outputs=2)
 MIN_DIM = Op("MinBackward0", _max_dim_fwd, _max_dim_bwd, save=(0,), num_outputs=2)
-MAX_ALL = Op("MaxBackward1", AMAX.forward, AMAX.backward, save=(0,))
-MIN_ALL = Op("MinBackward1", AMIN.forward, AMIN.backward, save=(0,))
+def _evenly_bwd_factory(fn):
+    """max()/min() over all elements: the gradient is shared evenly by the elements equal to the result, and by
+    the NaNs when the result is NaN (PyTorch's ``evenly_distribute_backward``). amax/amin keep ``(a == out)``
+    alone, as PyTorch's ``scale_grad_by_count`` does, so a NaN there makes the slice's gradient NaN."""
+    def bwd(ctx, g):
+        a = ctx.saved[0]
+        out = fn(a)
+        mask = (a == out) | (jnp.isnan(a) & jnp.isnan(out)) if jnp.issubdtype(a.dtype, jnp.inexact) else a == out
+        return (jnp.where(mask, g / mask.sum().astype(g.dtype), jnp.zeros((), g.dtype)),)
+    return bwd
+
+
+MAX_ALL = Op("MaxBackward1", AMAX.forward, _evenly_bwd_factory(jnp.max), save=(0,))
+MIN_ALL = Op("MinBackward1", AMIN.forward, _evenly_bwd_factory(jnp.min), save=(0,))
 ARGMAX = Op("argmax", lambda a, dim=None, keepdim=False:
             jnp.argmax(a, axis=dim, keepdims=keepdim).astype(_dtype._index_dtype().np), differentiable=False)
 ARGMIN = Op("argmin", lambda a, dim=None, keepdim=False:
@@ -140,12 +152,32 @@ def _norm_fwd(a, p=2, dim=None, keepdim=False):
 NORM = Op("LinalgVectorNormBackward0", _norm_fwd)
 
 
-def _dims(input, dim):
-    """Checked, sorted reduction dims; a 0-d tensor accepts dim 0/-1 and reduces nothing."""
+def _dims(input, dim, name=None, empty_is_all=False):
+    """Checked, sorted reduction dims; a 0-d tensor accepts dim 0/-1 and reduces nothing.
+
+    ``empty_is_all``: an empty list of dims reduces every dim, as PyTorch's ``sum mean var std norm`` do
+    (``all``/``any`` reduce none)."""
     if dim is None:
         return None
-    dims = norm_dim(dim, input.ndim)
+    dims = norm_dim(dim, input.ndim, name)
+    if not dims and empty_is_all:
+        return None
     return () if input.ndim == 0 else dims
+
+
+def _nonempty(input, dims, name):
+    """PyTorch's check of reductions that have no identity (max, amax, argmax...): no reduced dim of size 0."""
+    if dims is None:
+        if input.numel() == 0:
+            if name in ("argmax", "argmin"):
+                raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                               "the reduction dim with the 'dim' argument.")
+        return
+    shape = input.shape
+    for d in (dims,) if type(dims) is int else dims:
+        if shape and shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def _op(full, over_dims, dim):
@@ -154,14 +186,16 @@ def _op(full, over_dims, dim):
 
 @tensor_method()
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    expect_tensor(input, "sum")
     dt = _dtype.canonical(dtype).np if dtype is not None else None
-    return call(_op(SUM, SUM_DIM, dim), input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+    return call(_op(SUM, SUM_DIM, dim), input, dim=_dims(input, dim, "sum", empty_is_all=True), keepdim=keepdim, dtype=dt)
 
 
 @tensor_method()
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    expect_tensor(input, "mean")
     dt = _dtype.canonical(dtype).np if dtype is not None else None
-    return call(_op(MEAN, MEAN_DIM, dim), input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+    return call(_op(MEAN, MEAN_DIM, dim), input, dim=_dims(input, dim, "mean", empty_is_all=True), keepdim=keepdim, dtype=dt)
 
 
 def _check_var_dtype(input):
@@ -179,37 +213,49 @@ def _correction(unbiased, correction):
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
+    expect_tensor(input, "var")
     _check_var_dtype(input)
-    return call(VAR, input, dim=_dims(input, dim), correction=_correction(unbiased, correction), keepdim=keepdim)
+    return call(VAR, input, dim=_dims(input, dim, "var", empty_is_all=True), correction=_correction(unbiased, correction), keepdim=keepdim)
 
 
 @tensor_method()
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
+    expect_tensor(input, "std")
     _check_var_dtype(input)
-    return call(STD, input, dim=_dims(input, dim), correction=_correction(unbiased, correction), keepdim=keepdim)
+    return call(STD, input, dim=_dims(input, dim, "std", empty_is_all=True), correction=_correction(unbiased, correction), keepdim=keepdim)
 
 
 @tensor_method()
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     dt = _dtype.canonical(dtype).np if dtype is not None else None
-    return call(PROD, input, dim=_dims(input, dim), keepdim=keepdim, dtype=dt)
+    expect_tensor(input, "prod")
+    return call(PROD, input, dim=_dims(input, dim, "prod"), keepdim=keepdim, dtype=dt)
 
 
 @tensor_method()
 def logsumexp(input, dim, keepdim=False):
-    return call(LOGSUMEXP, input, dim=_dims(input, dim), keepdim=keepdim)
+    expect_tensor(input, "logsumexp")
+    return call(LOGSUMEXP, input, dim=_dims(input, dim, "logsumexp", empty_is_all=True), keepdim=keepdim)
+
+
+@tensor_method()
+def _amax_amin(op, name, input, dim, keepdim):
+    expect_tensor(input, name)
+    dims = None if isinstance(dim, (tuple, list)) and len(dim) == 0 else _dims(input, dim, name)
+    _nonempty(input, dims, name)
+    return call(op, input, dim=dims, keepdim=keepdim)
 
 
 @tensor_method()
 def amax(input, dim=(), keepdim=False):
-    return call(AMAX, input, dim=_dims(input, dim) if dim != () else None, keepdim=keepdim)
+    return _amax_amin(AMAX, "amax", input, dim, keepdim)
 
 
 @tensor_method()
 def amin(input, dim=(), keepdim=False):
-    return call(AMIN, input, dim=_dims(input, dim) if dim != () else None, keepdim=keepdim)
+    return _amax_amin(AMIN, "amin", input, dim, keepdim)
 
 
 def _max_min(input, dim, keepdim, is_max):
@@ -218,12 +264,13 @@ def _max_min(input, dim, keepdim, is_max):
         from .pointwise import maximum, minimum
         return (maximum if is_max else minimum)(input, dim)
     name = "max" if is_max else "min"
+    expect_tensor(input, name)
     if dim is None:
-        if input.numel() == 0:
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
-                               "the reduction dim with the 'dim' argument.")
+        _nonempty(input, None, name)
         return call(MAX_ALL if is_max else MIN_ALL, input, dim=None, keepdim=False)
-    vals, idx = call(MAX_DIM if is_max else MIN_DIM, input, dim=wrap_dim(dim, input.ndim), keepdim=keepdim, is_max=is_max)
+    d = wrap_dim(dim, input.ndim, name)
+    _nonempty(input, d, name)
+    vals, idx = call(MAX_DIM if is_max else MIN_DIM, input, dim=d, keepdim=keepdim, is_max=is_max)
     return (return_types_max if is_max else return_types_min)(vals, idx)
 
 
@@ -239,23 +286,35 @@ def min(input, dim=None, keepdim=False):  # noqa: A001
 
 
 @tensor_method()
+def _arg(op, name, input, dim, keepdim):
+    expect_tensor(input, name)
+    d = wrap_dim(dim, input.ndim, name) if dim is not None else None
+    _nonempty(input, d, name)
+    if input.ndim == 0:  # dim 0 or -1 of a 0-d tensor: the one element, index 0 (jnp.argmax has no axis 0 there)
+        d = None
+    return call(op, input, dim=d, keepdim=keepdim)
+
+
+@tensor_method()
 def argmax(input, dim=None, keepdim=False):
-    return call(ARGMAX, input, dim=wrap_dim(dim, input.ndim) if dim is not None else None, keepdim=keepdim)
+    return _arg(ARGMAX, "argmax", input, dim, keepdim)
 
 
 @tensor_method()
 def argmin(input, dim=None, keepdim=False):
-    return call(ARGMIN, input, dim=wrap_dim(dim, input.ndim) if dim is not None else None, keepdim=keepdim)
+    return _arg(ARGMIN, "argmin", input, dim, keepdim)
 
 
 @tensor_method()
 def all(input, dim=None, keepdim=False):  # noqa: A001
-    return call(ALL, input, dim=_dims(input, dim), keepdim=keepdim)
+    expect_tensor(input, "all")
+    return call(ALL, input, dim=_dims(input, dim, "all"), keepdim=keepdim)
 
 
 @tensor_method()
 def any(input, dim=None, keepdim=False):  # noqa: A001
-    return call(ANY, input, dim=_dims(input, dim), keepdim=keepdim)
+    expect_tensor(input, "any")
+    return call(ANY, input, dim=_dims(input, dim, "any"), keepdim=keepdim)
 
 
 @tensor_method()
@@ -265,7 +324,9 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
                            f"{scalar_type_name(input.dtype)}")
     if p == "nuc":
         raise NotImplementedError("norm(p='nuc') (the nuclear norm) is not implemented in jgrad")
-    out = call(NORM, input, p=p, dim=_dims(input, dim), keepdim=keepdim)
+    if p != "fro" and (isinstance(p, bool) or not isinstance(p, (int, float))):
+        raise TypeError(f"linalg_vector_norm(): argument 'ord' must be Number, not {type_name(p)}")
+    out = call(NORM, input, p=p, dim=_dims(input, dim, "norm", empty_is_all=True), keepdim=keepdim)
     return out.to(dtype) if dtype is not None else out
 
 

@@ -12,18 +12,19 @@ from .. import _dtype
 from .._dispatch import Op, call, call_inplace
 from .._checks import check_range
 from .._tensor import Tensor
-from ._registry import norm_dim, static, tensor_method, wrap_dim
-
-
-def _sizes(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    return tuple(builtins.int(s) for s in size)
+from ._registry import (as_index, as_index_or, check_extent, expect_tensor, check_new_shape, norm_dim, parse_size, static, tensor_method,
+                        type_name, wrap_dim)
 
 
 def _infer_shape(shape, numel):
-    if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
+    inferred = False
+    for i, s in enumerate(shape):
+        if s == -1:
+            if inferred:
+                raise RuntimeError("only one dimension can be inferred")
+            inferred = True
+        elif s < 0:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
         if known == 0 or numel % known:
@@ -38,9 +39,21 @@ RESHAPE = Op("ViewBackward0", lambda a, shape: jnp.reshape(a, shape),
              lambda ctx, g: (g.reshape(ctx.in_avals[0][0]),), save=())
 
 
-@tensor_method("reshape", "view")
+def _reshape(input, shape, name):
+    shape = _infer_shape(shape, input.numel())
+    if not input.numel():  # the only case where a new shape's extent can overflow (its product is 0)
+        check_extent(shape, input.dtype.itemsize, name)
+    return call(RESHAPE, input, shape=shape)
+
+
+@tensor_method()
 def reshape(input, *shape):
-    return call(RESHAPE, input, shape=_infer_shape(_sizes(shape), input.numel()))
+    return _reshape(input, parse_size(shape, "reshape", "shape"), "reshape")
+
+
+@tensor_method()
+def view(input, *shape):
+    return _reshape(input, parse_size(shape, "view"), "view")
 
 
 @tensor_method()
@@ -56,7 +69,7 @@ tensor_method("reshape_as")(view_as)
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
         return reshape(input, 1)
-    s, e = wrap_dim(start_dim, input.ndim), wrap_dim(end_dim, input.ndim)
+    s, e = wrap_dim(start_dim, input.ndim, "flatten", "start_dim"), wrap_dim(end_dim, input.ndim, "flatten", "end_dim")
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape[:s] + (math.prod(input.shape[s:e + 1]),) + input.shape[e + 1:]
@@ -66,7 +79,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 @tensor_method()
 def unflatten(input, dim, sizes):
     d = wrap_dim(dim, input.ndim)
-    sizes = _infer_shape(tuple(sizes), input.shape[d])
+    sizes = _infer_shape(parse_size(sizes, "unflatten", "sizes", pos=None, varargs=False), input.shape[d])
     return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
@@ -75,14 +88,14 @@ def squeeze(input, dim=None):
     if dim is None:
         shape = tuple(s for s in input.shape if s != 1)
     else:
-        dims = norm_dim(dim, input.ndim)
+        dims = norm_dim(dim, input.ndim, "squeeze")
         shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
     return reshape(input, shape)
 
 
 @tensor_method()
 def unsqueeze(input, dim):
-    d = wrap_dim(dim, input.ndim + 1)
+    d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
     return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
 
 
@@ -100,7 +113,7 @@ PERMUTE, TRANSPOSE, T_OP = _perm_op("PermuteBackward0"), _perm_op("TransposeBack
 
 @tensor_method()
 def permute(input, *dims):
-    dims = _sizes(dims)
+    dims = parse_size(dims, "permute", "dims")
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not "
@@ -112,7 +125,7 @@ def permute(input, *dims):
 
 
 def _swap(input, dim0, dim1, op):
-    a, b = wrap_dim(dim0, input.ndim), wrap_dim(dim1, input.ndim)
+    a, b = wrap_dim(dim0, input.ndim, "transpose", "dim0"), wrap_dim(dim1, input.ndim, "transpose", "dim1")
     perm = list(range(input.ndim))
     if perm:  # a 0-d tensor: transpose(0, 0) is the identity (still a new tensor, as PyTorch's view)
         perm[a], perm[b] = perm[b], perm[a]
@@ -140,7 +153,7 @@ EXPAND = Op("ExpandBackward0", lambda a, shape: jnp.broadcast_to(a, shape), lamb
 
 @tensor_method()
 def expand(input, *sizes):
-    sizes = _sizes(sizes)
+    sizes = parse_size(sizes, "expand")
     if len(sizes) < input.ndim:
         raise RuntimeError(f"expand(jgrad.{input.dtype.name}{{{list(input.shape)}}}, size={list(sizes)}): the "
                            f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
@@ -156,7 +169,9 @@ def expand(input, *sizes):
             raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match the existing size "
                                f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  "
                                f"Tensor sizes: {list(input.shape)}")
-    return call(EXPAND, input, shape=shape)
+        if shape[i + lead] < 0:  # PyTorch's wording for a negative size where the tensor has a 1
+            raise RuntimeError("numel: integer multiplication overflow")
+    return call(EXPAND, input, shape=check_extent(shape, input.dtype.itemsize, "expand"))
 
 
 @tensor_method()
@@ -165,7 +180,7 @@ def expand_as(input, other):
 
 
 def broadcast_to(input, shape):
-    return expand(input, tuple(shape))
+    return expand(input, parse_size(shape, "broadcast_to", pos=None, varargs=False))
 
 
 @tensor_method()
@@ -177,9 +192,20 @@ CAT = Op("CatBackward0", lambda *xs, dim: jnp.concatenate(xs, axis=dim))
 STACK = Op("StackBackward0", lambda *xs, dim: jnp.stack(xs, axis=dim))
 
 
+def _tensor_list(tensors, name):
+    """PyTorch's ``TypeError`` wording for a ``tensors`` argument that is not a sequence of tensors."""
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f"{type_name(tensors)}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type_name(t)}")
+    return list(tensors)
+
+
 def cat(tensors, dim=0):
     """Concatenate along an existing dimension."""
-    tensors = list(tensors)
+    tensors = _tensor_list(tensors, "cat")
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     for i, t in enumerate(tensors):
@@ -204,7 +230,7 @@ concat = concatenate = cat
 
 def stack(tensors, dim=0):
     """Stack along a new dimension."""
-    tensors = list(tensors)
+    tensors = _tensor_list(tensors, "stack")
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     for i, t in enumerate(tensors):
@@ -223,13 +249,21 @@ SPLIT = Op("SplitBackward0", _split_fwd, num_outputs=-1)
 
 @tensor_method()
 def split(input, split_size_or_sections, dim=0):
-    d = wrap_dim(dim, input.ndim)
+    d = wrap_dim(dim, input.ndim, "split")
     n = input.shape[d]
-    if isinstance(split_size_or_sections, int):
-        s = split_size_or_sections
+    if not isinstance(split_size_or_sections, (tuple, list)):
+        s = as_index_or(split_size_or_sections, "split_with_sizes", "split_sizes",
+                        "tuple of ints", pos=2)
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
+        if s == 0 and n:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
         sections = tuple([s] * (n // s) + ([n % s] if n % s else [])) if n else (0,)
     else:
-        sections = tuple(split_size_or_sections)
+        sections = parse_size(split_size_or_sections, "split_with_sizes", "split_sizes", pos=2, varargs=False)
+        if builtins.any(x < 0 for x in sections):
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                               f"split_sizes={list(sections)}")
         if builtins.sum(sections) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
                                f"at dimension {d}), but got split_sizes={list(sections)}")
@@ -351,10 +385,12 @@ REPEAT = Op("RepeatBackward0", lambda a, reps: jnp.tile(a, reps))
 
 @tensor_method()
 def repeat(input, *sizes):
-    sizes = _sizes(sizes)
+    sizes = parse_size(sizes, "repeat", "repeats")
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of "
                            "tensor")
+    padded = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    check_new_shape(tuple(a * r for a, r in zip(padded, sizes)), input.dtype.itemsize, "repeat")
     return call(REPEAT, input, reps=sizes)
 
 
@@ -371,23 +407,46 @@ def flip(input, dims):
 ROLL = Op("RollBackward0", lambda a, shifts, dims: jnp.roll(a, shifts, dims))
 
 
+def _int_tuple(v, name, arg, pos):
+    if isinstance(v, (tuple, list)):
+        return parse_size(v, name, arg, pos=pos, varargs=False)
+    return (as_index_or(v, name, arg, "tuple of ints", pos=pos),)
+
+
 @tensor_method()
 def roll(input, shifts, dims=None):
-    return call(ROLL, input, shifts=static(shifts), dims=static(dims))
+    shifts = _int_tuple(shifts, "roll", "shifts", 1)
+    dims = () if dims is None else _int_tuple(dims, "roll", "dims", 2)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if not dims and len(shifts) == 1:  # roll the flattened tensor
+        return call(ROLL, input, shifts=shifts[0], dims=None)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if input.ndim == 0:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
+    return call(ROLL, input, shifts=shifts, dims=tuple(wrap_dim(d, input.ndim) for d in dims))
 
 
 TRIL = Op("TrilBackward0", lambda a, k: jnp.tril(a, k), lambda ctx, g: (jnp.tril(g, ctx.attrs["k"]),), save=())
 TRIU = Op("TriuBackward0", lambda a, k: jnp.triu(a, k), lambda ctx, g: (jnp.triu(g, ctx.attrs["k"]),), save=())
 
 
+def _tri(op, name, input, diagonal):
+    expect_tensor(input, name)
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    return call(op, input, k=as_index_or(diagonal, name, "diagonal", "int", pos=None))
+
+
 @tensor_method()
 def tril(input, diagonal=0):
-    return call(TRIL, input, k=diagonal)
+    return _tri(TRIL, "tril", input, diagonal)
 
 
 @tensor_method()
 def triu(input, diagonal=0):
-    return call(TRIU, input, k=diagonal)
+    return _tri(TRIU, "triu", input, diagonal)
 
 
 MASKED_FILL = Op("MaskedFillBackward0", lambda a, mask, v: jnp.where(mask, jnp.asarray(v, a.dtype), a))
@@ -598,7 +657,25 @@ Tensor.__setitem__ = _setitem
 
 @tensor_method()
 def narrow(input, dim, start, length):
-    d = wrap_dim(dim, input.ndim)
+    """PyTorch's checks (a 0-d tensor, a negative length, ``start`` out of range, past the end), then a slice."""
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if isinstance(start, Tensor):
+        if start.ndim != 0 or start.dtype.is_floating_point or start.dtype.is_complex or start.dtype is _dtype.bool:
+            raise RuntimeError("start must be an 0-dim integral Tensor.")
+        start = builtins.int(start.item())  # a host read, as PyTorch's narrow(Tensor start) makes
+    start = as_index_or(start, "narrow", "start", "int", pos=None)
+    length = as_index_or(length, "narrow", "length", "int", pos=None)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    d = wrap_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    if start < 0:
+        start += n
+    if start > n - length:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return _getitem(input, (slice(None),) * d + (slice(start, start + length),))
 
 

@@ -127,9 +127,11 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's
 @tensor_method()
 def kthvalue(input, k, dim=-1, keepdim=False):
     """The ``k``-th smallest value (1-based) along ``dim`` and its index."""
-    d = wrap_dim(dim, input.ndim)
+    d = wrap_dim(dim, input.ndim, "kthvalue")
     size = input.shape[d] if input.ndim else 1
     k = builtins.int(k)
+    if size == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {d} to have non-zero size.")
     if not 1 <= k <= size:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     values, indices = call(KTHVALUE, input, k=k, dim=d, keepdim=builtins.bool(keepdim))

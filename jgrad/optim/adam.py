@@ -121,6 +121,7 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
         loss = self._closure_loss(closure)
+        self._check_grads()
         with no_grad():
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]

@@ -248,6 +248,18 @@ class Optimizer:
                                                              zip(groups, saved_groups)]})
 
     # ---- helpers for subclasses -------------------------------------------------
+    def _check_grads(self):
+        """A ``.grad`` of another shape than its parameter (``p.grad.data = ...`` or ``p.data = ...`` can make one)
+        is refused before any parameter of any group is updated, naming both shapes."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p._grad
+                if g is not None and g.shape != p.shape:
+                    raise RuntimeError(f"{type(self).__name__}.step(): a parameter of shape {list(p.shape)} has a "
+                                       f"gradient of shape {list(g.shape)}; a gradient must have its parameter's "
+                                       "shape (was .grad.data or the parameter's .data assigned a tensor of another "
+                                       "shape?)")
+
     @staticmethod
     def _by_device(params):
         """Split ``params`` into lists that share a device (one fused kernel each)."""

@@ -73,6 +73,7 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
         loss = self._closure_loss(closure)
+        self._check_grads()
         with no_grad():
             for group in self.param_groups:
                 self._step_group(group)
