@@ -168,6 +168,29 @@ def jgrad_backward_kernel(node, mask=None):
 # ------------------------------------------------------------------------ timing
 
 
+def until_hot(fn, calls=3, limit_s=180.0):
+    """Call ``fn`` (jgrad code in "auto" execution mode) until it runs compiled and compiles nothing new.
+
+    Compiles run in a background thread; a structure's variants (inputs that come back packed from the
+    previous step on a GPU, inputs that can be donated) compile one after the other, so this waits until
+    two rounds in a row compiled nothing and the last one ran compiled. Returns the seconds it took.
+    """
+    import jgrad as jg
+    from jgrad import _segment
+
+    start = time.perf_counter()
+    quiet = 0
+    while time.perf_counter() - start < limit_s and quiet < 2:
+        before = jg.graphs.segment_cache_info()
+        for _ in range(calls):
+            fn()
+        _segment.wait_compiles()
+        after = jg.graphs.segment_cache_info()
+        hot = after.compiles == before.compiles and after.compiled_runs - before.compiled_runs == calls
+        quiet = quiet + 1 if hot else 0
+    return time.perf_counter() - start
+
+
 class Result:
     """Per-call times (seconds) of one variant, one entry per timed batch."""
 

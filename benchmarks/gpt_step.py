@@ -53,7 +53,7 @@ def build(args, tdev):
     jmod = twin.load_model("jgrad")
     jg.manual_seed(0)
     reference = jmod.GPT(jmod.GPTConfig(**CONFIG))
-    state = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
+    state = {k: v.detach().cpu().numpy().copy() for k, v in reference.state_dict().items()}
     variants, checks, first_losses = [], {}, {}
     modes = ("eager", "auto") if args.mode == "both" else (args.mode,)
     for mode in modes:
@@ -107,25 +107,9 @@ def build(args, tdev):
     return variants, checks
 
 
-def _until_compiled(step, limit_s=120.0):
-    """Run the auto-mode step until its structures are compiled (compiles run in the background; on a GPU the
-    structure whose inputs come back packed from the previous step is the second to compile)."""
-    import time
-
-    import jgrad as jg
-    from jgrad import _segment
-
-    start = time.perf_counter()
-    last = jg.graphs.segment_cache_info().compiles
-    while time.perf_counter() - start < limit_s:
-        for _ in range(3):
-            step()
-        _segment.wait_compiles()
-        compiles = jg.graphs.segment_cache_info().compiles
-        if compiles == last and jg.graphs.segment_cache_info().compiled_runs:
-            break  # a round without a new compile, and compiled runs: hot
-        last = compiles
-    took = time.perf_counter() - start
+def _until_compiled(step, limit_s=180.0):
+    """Run the auto-mode step until it runs compiled and compiles nothing new (common.until_hot)."""
+    took = common.until_hot(step, limit_s=limit_s)
     print(f"- jgrad auto: the step ran compiled after {took:.1f} s of warm-up steps", file=sys.stderr)
 
 

@@ -63,15 +63,10 @@ def _mode(jg, mode):
     return enter, leave
 
 
-def _hot(jg, fn, rounds=4, calls=4):
-    """Run ``fn`` in auto mode until its structures are compiled (compiles run in the background; on a GPU
-    the structure whose inputs come back packed is the second one), so the timed batches measure the hot tier."""
-    from jgrad import _segment
+def _hot(jg, fn):
+    """``fn`` after running it in auto mode until it runs compiled and compiles nothing new (common.until_hot)."""
     with jg.execution_mode("auto"):
-        for _ in range(rounds):
-            for _ in range(calls):
-                fn()
-            _segment.wait_compiles()
+        common.until_hot(fn)
     return fn
 
 
@@ -408,17 +403,13 @@ def bench_breakdown(args, tdev, repeat):
     import jax
 
     import jgrad as jg
-    from jgrad import _segment
 
     W0, B0, X, Y = _mlp_init()
     model, opt, crit, x, y, step = jgrad_mlp(jg, W0, B0, X, Y)
     phases = ("forward (record)", "backward (engine + record)", "optimizer (record) + barrier", "device wait")
     samples = {p: [] for p in phases}
     with jg.execution_mode("auto"):
-        for _ in range(4):  # until hot: the structure with packed inputs (GPU) is the second to compile
-            for _ in range(4):
-                step()
-            _segment.wait_compiles()
+        common.until_hot(step)
         info0 = jg.graphs.segment_cache_info()
         n = repeat * 40
         for i in range(n):
@@ -440,7 +431,7 @@ def bench_breakdown(args, tdev, repeat):
     res.insert(3, common.Result("  of which the executable call (host)", [(info.call_seconds - info0.call_seconds)
                                                                         / max(runs, 1)],
                                 note=f"mean over {runs} compiled runs; {info.donated_runs - info0.donated_runs} "
-                                     "donated their packed inputs"))
+                                     "donated inputs (old parameters or a dead pack)"))
     total = sum(r.median for r in res if not r.name.startswith(" "))
     res.append(common.Result("sum of medians", [total]))
     tab = common.table("(breakdown) where a hot auto-mode MLP step spends its time", res)

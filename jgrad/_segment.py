@@ -77,6 +77,7 @@ import jax
 
 from ._capture import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
 from ._capture import buffer_proto
+from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
 from . import _segment_run as _run
 from ._dtype import x64_scope
 
@@ -272,12 +273,21 @@ _node_count = [0]
 
 
 class _Entry:
-    """One structure at a barrier: how often seen, its executable once compiled (and its outputs' layout)."""
+    """One structure at a barrier (trie node and live outputs): how often seen, its executables once compiled (one
+    per set of donated inputs it was compiled for) and its outputs' layout."""
 
-    __slots__ = ("seen", "compiled", "thread", "failed", "layout")
+    __slots__ = ("seen", "variants", "thread", "failed", "layout")
 
     def __init__(self):
-        self.seen, self.compiled, self.thread, self.failed, self.layout = 0, None, None, None, None
+        self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
+
+    def pick(self, donatable):
+        """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
+        best = (None, ())
+        for mask, exe in self.variants:
+            if len(mask) >= len(best[1]) and set(mask) <= set(donatable):
+                best = (exe, mask)
+        return best
 
 
 #: Donate inputs nothing else can read (their memory is reused for the results): rebound tensors' old values
@@ -486,27 +496,29 @@ class Segment(Recorder):
         node = self.node
         if node.plans is None:
             node.plans = {}
-        entry = node.plans.get((out_idx, donate))
+        entry = node.plans.get(out_idx)
         if entry is None:
-            entry = node.plans[(out_idx, donate)] = _Entry()
+            entry = node.plans[out_idx] = _Entry()
             _stats.structures += 1
         entry.seen += 1
         _stats.segments += 1
-        exe = entry.compiled
+        exe, mask = entry.pick(donate) if entry.variants else (None, ())
         if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
                 and len(self.steps) >= min_steps:
+            # Compiled for what may be donated now; a later run that can donate less compiles once more (a
+            # run that can donate more uses this one: donating fewer inputs is always safe).
             self._start_compile(entry, live, donate)
-            exe = entry.compiled
+            exe, mask = entry.pick(donate)
         if exe is not None:
             t0 = _clock()
             try:
                 outs = exe(*self.inputs)
             except Exception as e:  # noqa: BLE001 - e.g. an input on another device than when compiled
-                entry.compiled, entry.failed = None, f"{type(e).__name__}: {e}"
+                entry.variants, entry.failed = [], f"{type(e).__name__}: {e}"
             else:
                 _stats.call_seconds += _clock() - t0
                 _stats.compiled_runs += 1
-                if donate:
+                if mask:
                     _stats.donated_runs += 1
                 return entry.layout.bind(outs, live)
         _stats.interpreted += 1
@@ -522,6 +534,9 @@ class Segment(Recorder):
         inputs = self.inputs
         out = []
         getrefcount = sys.getrefcount
+        # Not on a mesh: a sharded array's shards are other Python objects on the same buffers (to_local,
+        # collectives), which the reference count does not see.
+        plain = type(self.device) is _Device
         for k in range(len(inputs)):
             x = inputs[k]  # (not enumerate: its result tuple would hold x too)
             pack = packs.get(k) if packs else None
@@ -530,7 +545,7 @@ class Segment(Recorder):
                     out.append(k)
             # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
             # view or user reference can read it (memory another library shares is never donated)
-            elif getrefcount(x) <= 3 and type(x) is _ArrayImpl and id(x) not in _external:
+            elif plain and getrefcount(x) <= 3 and type(x) is _ArrayImpl and id(x) not in _external:
                 out.append(k)
         return tuple(out)
 
@@ -542,7 +557,9 @@ class Segment(Recorder):
 
     def _start_compile(self, entry, live, donate):
         steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers
-        entry.layout = layout = _run.Layout(live, device, pack_outputs, pack_max_bytes)
+        if entry.layout is None:
+            entry.layout = _run.Layout(live, device, pack_outputs, pack_max_bytes)
+        layout = entry.layout
 
         def work():
             t0 = time.perf_counter()
@@ -554,10 +571,11 @@ class Segment(Recorder):
                 warnings.warn(f"jgrad: compiling a segment of {len(steps)} ops failed ({entry.failed}); it keeps "
                               "running op by op.", RuntimeWarning, stacklevel=2)
             else:
-                entry.compiled = exe
+                entry.variants.append((donate, exe))
                 _stats.compiles += 1
                 _stats.compile_seconds += time.perf_counter() - t0
             finally:
+                entry.thread = None
                 _compiling.discard(threading.current_thread())
 
         if not background_compile:
