@@ -1,6 +1,7 @@
-"""Device-side checks of values (indices in range): CUDA's device-side asserts, without the broken context.
+"""Device-side checks of values (indices in range, divisors not zero, probabilities in [0, 1]): CUDA's device-side
+asserts, without the broken context.
 
-Ops call ``check_range``; it imports ``_dispatch`` (the check is an op) and is used by the op library
+Ops call ``check_range`` and ``check_values``; this module imports ``_dispatch`` (the check is an op) and is used by the op library
 and by ``graphs`` (a replay re-arms the checks it captured). ``streams`` and ``_dispatch`` reach it
 through the host-sync hook it installs, never by import.
 
@@ -49,9 +50,25 @@ def _range_flag(idx, low, high, ignore):
 
 RANGE_CHECK = Op("range_check", _range_flag, differentiable=False)
 
+_PREDICATES = {
+    # kind -> (which values are bad, on the device)
+    "nonzero": lambda v: v == 0,
+    "unit_interval": lambda v: ~((v >= 0) & (v <= 1)),  # NaN fails it too
+}
+
+
+def _value_flag(a, kind):
+    """``[1, 0]`` when no value of ``a`` is bad for ``kind``, else ``[0, 0]``."""
+    if a.size == 0:
+        return jnp.array([1, 0], jnp.int64)
+    return jnp.stack([1 - jnp.any(_PREDICATES[kind](a)).astype(jnp.int64), jnp.zeros((), jnp.int64)])
+
+
+VALUE_CHECK = Op("value_check", _value_flag, differentiable=False)
+
 
 class PendingCheck:
-    """A flag on the device and how to report it: PyTorch's exception for the first bad value."""
+    """A flag on the device and how to report it: PyTorch's exception (for the first bad value)."""
 
     __slots__ = ("flag", "make_error", "op", "site")
 
@@ -60,8 +77,8 @@ class PendingCheck:
 
     def error(self, bad, noticed):
         e = self.make_error(bad)
-        msg = (f"{e.args[0] if e.args else ''} ({self.op} issued at {self.site}; noticed at {noticed}: on the "
-               "device, indices are checked beside the kernel and reported at the next host synchronization, like "
+        msg = (f"{e.args[0] if e.args else ''} ({self.op} issued at {self.site}; noticed at {noticed}: values on "
+               "the device are checked beside the kernel and reported at the next host synchronization, like "
                "CUDA's device-side asserts)")
         return type(e)(msg)
 
@@ -88,7 +105,19 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     if _is_tracer(d):
         return  # inside a jax transformation (functionalize): nothing can be reported
     flag = call(RANGE_CHECK, index.detach(), low=int(low), high=int(high), ignore=ignore)
-    check = PendingCheck(flag, make_error, op, streams._user_site())
+    _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
+
+
+def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
+    """Check the values of ``t`` on the device (``kind``: "nonzero" or "unit_interval") and report a failure at
+    the next host sync, as ``check_range`` does for indices; the caller checks host values itself."""
+    if _is_tracer(t._data):
+        return
+    flag = call(VALUE_CHECK, t.detach(), kind=kind)
+    _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
+
+
+def _register(check, flag):
     cap = flag._stream._capture if flag._stream is not None else None
     with _lock:
         if cap is not None:

@@ -139,3 +139,22 @@ def test_gather_raises_iff_an_index_is_out_of_range(size, idx, pending):
         else:
             np.testing.assert_array_equal(jg.gather(x, 0, index).numpy(), np.asarray(idx, np.float32))
     assert _checks.pending_count() == 0
+
+
+@pytest.mark.one_execution_mode
+def test_values_on_the_device_are_checked_too():
+    # binary_cross_entropy's range and integer division by zero: PyTorch checks the values on the CPU; jgrad
+    # checks host values at the op and device or pending values beside the kernel (reported at the next sync).
+    with jg.execution_mode("auto"):
+        p = jg.tensor([0.25, 1.5]) * 1
+        loss = F.binary_cross_entropy(p, jg.tensor([0.0, 1.0]))
+        with pytest.raises(RuntimeError, match=re.escape("all elements of input should be between 0 and 1 (")):
+            loss.item()
+        q = jg.tensor([4, 5]) * 1
+        r = q // (jg.tensor([2, 0]) * 1)
+        with pytest.raises(RuntimeError, match=re.escape("ZeroDivisionError (integer division issued at")):
+            r.tolist()
+        assert _checks.pending_count() == 0
+        assert ((jg.tensor([4, 6]) * 1) // (jg.tensor([2, 3]) * 1)).tolist() == [2, 2]
+        ok = F.binary_cross_entropy(jg.tensor([0.25, 1.0]) * 1, jg.tensor([0.0, 1.0]))
+        assert np.isfinite(ok.item())

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtype
-from .._checks import check_range
+from .._checks import check_range, check_values
 from .._dispatch import Op, call
 from ._registry import broadcast_shapes, host_values, tensor_method, wrap_dim
 
@@ -197,10 +197,13 @@ BCE_LOGITS = Op("BinaryCrossEntropyWithLogitsBackward0", lambda x, y, w, pw, red
 
 
 def _check_unit_interval(t, what):
-    """PyTorch's range check of binary_cross_entropy (NaN fails it too), made where the values are already in
-    host memory (``host_values``); pending or GPU values are not read here."""
+    """PyTorch's range check of binary_cross_entropy (NaN fails it too): at the op where the values are already in
+    host memory (``host_values``), else on the device, reported at the next host sync (``_checks``)."""
     v = host_values(t)
-    if v is not None and v.size and not ((v >= 0) & (v <= 1)).all():
+    if v is None:  # on the device or pending: checked beside the kernel, reported at the next host sync
+        check_values(t, "unit_interval", lambda _: RuntimeError(f"all elements of {what} should be between 0 and 1"),
+                     "binary_cross_entropy")
+    elif v.size and not ((v >= 0) & (v <= 1)).all():
         raise RuntimeError(f"all elements of {what} should be between 0 and 1")
 
 

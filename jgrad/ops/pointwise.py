@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtype
+from .._checks import check_values
 from .._dispatch import Op, call, call_inplace, call_keyed
 from .._tensor import Tensor
 from ..autograd.node import InputMetadata
@@ -76,7 +77,10 @@ def _check_int_division(a, b):
 
 def _host_has_zero(t):
     v = host_values(t)
-    return v is not None and not v.all()
+    if v is None:  # on the device or pending: checked beside the kernel, reported at the next host sync
+        check_values(t, "nonzero", lambda _: RuntimeError(_ZERO_DIV), "integer division")
+        return False
+    return not v.all()
 
 
 _NEG_POW = "Integers to negative integer powers are not allowed."
