@@ -78,10 +78,10 @@ import numpy as np
 
 from jgrad import _dtype
 from jgrad._device import from_jax as _device_from_jax, get_default_device
-from jgrad._capture import Buffer as _Buffer
+from jgrad._recorder import Buffer as _Buffer
 from jgrad._tensor import Tensor
 
-from .dlpack import _exportable, _place, _wrap_imported, is_tracer
+from jgrad._dlpack import _exportable, _place, _wrap_imported, is_tracer
 
 __all__ = ["to_jax", "from_jax", "functionalize", "compare_grad", "GradReport", "GradRow"]
 

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dtype, _segment
-from ._capture import abstract
+from ._recorder import abstract
 from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
 from ._tensor import Tensor
 from .autograd import engine as _engine_mod

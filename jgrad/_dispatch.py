@@ -26,7 +26,8 @@ from .streams import _current_for, _defaults as _default_streams, _overrides, _s
 from .streams import active_captures as _active_captures
 from .streams import check_access, host_read, record_new
 from .streams import _sync_hooks
-from ._capture import Buffer, CaptureError, abstract, concrete
+from ._recorder import Buffer, abstract
+from ._capture import CaptureError, concrete
 from .autograd.engine import task_should_compute_output
 from .autograd.grad_mode import state as _state
 from .autograd.node import Node, SavedVariable, _SECOND_BACKWARD
@@ -688,6 +689,3 @@ def materialize(tensor):
             return d.value
         raise d.missing()
     raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")
-
-
-from . import _backward_plan  # noqa: E402,F401  (installs the engine's fast path; it needs OpNode)

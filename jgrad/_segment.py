@@ -75,8 +75,8 @@ import weakref
 
 import jax
 
-from ._capture import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
-from ._capture import buffer_proto
+from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
+from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
 from . import _segment_run as _run
 from ._dtype import x64_scope

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtype
-from ._capture import Buffer, _settled, aval_info
+from ._recorder import Buffer, _settled, aval_info
 from ._tensor import Tensor
 from .autograd.anomaly import record_forward_trace
 from .autograd.grad_mode import state as _state

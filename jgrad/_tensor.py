@@ -10,10 +10,10 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _factories  # the factory path (jgrad.ops.creation) owns conversion rules
 from ._device import device as _device_cls
 from ._tls import state as _grad_state
-from ._capture import Buffer as _Buffer
+from ._recorder import Buffer as _Buffer
 
 
 class Tensor:
@@ -38,9 +38,7 @@ class Tensor:
 
     # ---- construction --------------------------------------------------
     def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):
-        from .ops.creation import _as_array  # the factory path owns conversion rules
-
-        arr = _as_array(data if data is not None else [], dtype, device, copy=True)
+        arr = _factories.as_array(data if data is not None else [], dtype, device, copy=True)
         _init(self, arr, _device_from_array(arr, device), requires_grad)
 
     @classmethod
@@ -387,11 +385,11 @@ class Tensor:
         return new
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from interop.dlpack import export_tensor
+        from ._dlpack import export_tensor  # DLPack sits above the tensor (it is a host sync, a barrier)
         return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
-        from interop.dlpack import tensor_dlpack_device
+        from ._dlpack import tensor_dlpack_device
         return tensor_dlpack_device(self)
 
 
@@ -463,8 +461,7 @@ def _aliases(a: np.ndarray, v) -> bool:
 
 
 def _rebuild(arr, dev, req):
-    from .ops.creation import tensor
-    return tensor(arr, device=dev, requires_grad=req)
+    return _factories.tensor(arr, device=dev, requires_grad=req)
 
 
 def _device_from_array(arr, requested):

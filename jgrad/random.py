@@ -11,9 +11,9 @@ import threading
 import jax
 import numpy as np
 
-from . import _segment
+from . import _factories, _segment
 from ._dtype import x64_scope as _x64_scope
-from ._capture import Buffer as _Buffer
+from ._recorder import Buffer as _Buffer
 from .streams import _current_for
 
 
@@ -66,11 +66,10 @@ class Generator:
         return sub
 
     def get_state(self):
-        from .ops.creation import tensor
         key = self._key
         if type(key) is _Buffer:
             key = key.value  # a pending segment's result: a barrier
-        return tensor(np.asarray(key))
+        return _factories.tensor(np.asarray(key))
 
     def set_state(self, state) -> "Generator":
         arr = state._value if hasattr(state, "_value") else np.asarray(state)

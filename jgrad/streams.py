@@ -405,8 +405,17 @@ class _Access:
         self.stream, self.time, self.site, self.what = stream, t, site, what
 
 
-_PKG_DIRS = (os.path.dirname(os.path.abspath(__file__)),
-             os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
+# Frames under these directories are library code: the sanitizer names the first frame outside them.
+# jgrad's own; packages built on jgrad (interop/) add theirs with ``library_code``.
+_PKG_DIRS = (os.path.dirname(os.path.abspath(__file__)),)
+
+
+def library_code(directory: str) -> None:
+    """Treat frames under ``directory`` as library code where the sanitizer names the user's line."""
+    global _PKG_DIRS
+    directory = os.path.abspath(directory)
+    if directory not in _PKG_DIRS:
+        _PKG_DIRS = _PKG_DIRS + (directory,)
 
 
 def _user_site() -> str:

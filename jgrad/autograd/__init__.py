@@ -1,6 +1,7 @@
 """``jgrad.autograd``: backward, grad, custom Functions, grad mode, anomaly mode, gradcheck."""
 from __future__ import annotations
 
+from .. import _factories
 from .._tensor import Tensor
 from . import graph  # noqa: F401
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
@@ -40,8 +41,7 @@ class _EdgeOutput:
         return n
 
     def new_ones(self, shape):
-        from ..ops.creation import ones
-        return ones(shape, dtype=self.dtype, device=self._device)
+        return _factories.ones(shape, dtype=self.dtype, device=self._device)
 
 
 def _make_grads(outputs, grads):
