@@ -16,6 +16,8 @@ Mutation semantics are those of jgrad's DLPack protocol (``jgrad/_dlpack.py``): 
 write into the shared buffer (``t.add_(1)`` leaves a ``to_cupy(t)`` array as it
 was); CuPy can, and jgrad then sees the change, which is unsafe because JAX
 assumes immutability: pass ``copy=True`` for arrays CuPy will modify.
+
+Imports ``jgrad._dlpack`` and ``interop.numpy``; cupy at the call (``_cupy()``), never at import.
 """
 from __future__ import annotations
 

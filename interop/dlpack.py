@@ -4,6 +4,8 @@ DLPack is how a jgrad tensor shares its buffer, so it is tensor behaviour and li
 ``Tensor.__dlpack__`` / ``__dlpack_device__`` and ``jg.from_dlpack``. This module keeps the names
 ``interop.dlpack.*`` and ``interop.from_dlpack`` working; ``jgrad/_dlpack.py`` documents the export,
 import, mutation and stream contracts, and docs/interop.md explains them for users.
+
+Imports ``jgrad._dlpack`` only.
 """
 from jgrad._dlpack import (ALIGNMENT, UnsupportedDTypeError, aligned, buffer_pointer, export_tensor,  # noqa: F401
                            from_dlpack, is_tracer, tensor_dlpack_device)

@@ -64,6 +64,9 @@ Checking gradients
     central finite differences of ``fn``'s forward, and returns a
     ``GradReport`` with the max absolute and relative error per input; it
     prints as a table and renders as HTML in a notebook.
+
+Imports jgrad (``_tensor``, ``_device``, ``_dtype``, ``_recorder``, ``_dlpack``; ``streams`` and
+``autograd`` at the call); jgrad never imports this module.
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ NumPy only promises 16-byte alignment, so most arrays are copied (with
 Mutation: if NumPy writes into an array jgrad imported zero copy, the tensor
 sees the new values. JAX assumes its buffers never change, so this is unsafe:
 pass ``copy=True`` to ``from_numpy`` for arrays you will keep writing to.
+
+Imports ``jgrad._dlpack`` (the NumPy path of ``from_dlpack``), ``jgrad._dispatch`` (``to_numpy`` is a
+host sync) and ``jgrad._device``.
 """
 from __future__ import annotations
 

@@ -47,6 +47,8 @@ Mutation semantics
     differentiable (``create_graph=True`` through it is an error); the jgrad
     graph is kept until the torch graph is freed, so ``retain_graph=True``
     works. Non-tensor arguments pass through to ``fn`` unchanged.
+
+Imports ``jgrad._tensor`` and ``jgrad._dlpack``; torch at the call (``_torch()``), never at import.
 """
 from __future__ import annotations
 

@@ -5,6 +5,10 @@
     >>> (x * x).sum().backward()
     >>> x.grad
     tensor([2., 4., 6.])
+
+The public API, re-exports only. It imports jgrad's parts bottom-up (docs/design.md, "Layers"), installs
+the engine's "auto"-mode fast path (``_backward_plan``) once the door exists, and never imports
+``interop``.
 """
 from . import _dtype
 from ._device import device, device_count, get_default_device, is_available, set_default_device

@@ -10,6 +10,11 @@ An op's backward is a jax function too, compiled per ``needs_input_grad``
 mask, so gradients nobody asked for are never computed. Under
 ``create_graph=True`` the backward is itself dispatched as an op whose
 backward comes from ``jax.vjp``, so derivatives of any order work.
+
+Imports the layers below the door: ``_tensor``, ``_device``, ``_dtype``, ``streams``, ``_recorder``,
+``_capture``, ``_segment``, ``_tape`` and autograd (``engine``, ``node``, ``grad_mode``). Imported by
+the op library, ``_checks``, ``_backward_plan``, ``_dlpack``, ``graphs`` and the fused updates of
+``nn``/``optim``; never by autograd, streams or the recorder (tests/test_layering.py).
 """
 from __future__ import annotations
 

@@ -4,6 +4,10 @@ A port of PyTorch's ``torch.cuda.make_graphed_callables``: warm up on a side
 stream, capture each callable's forward (in order) and backward (in reverse
 order, through ``autograd.grad``) into graphs sharing one pool, and wrap the
 pair in an autograd Function whose forward and backward replay them.
+
+Imports ``graphs`` (``Graph``), autograd (``Function``, ``grad``), ``streams``, ``_tensor`` and
+``_factories`` (the gradient placeholders); ``jgrad.nn`` at the call (a callable may be a ``Module``).
+``graphs.make_graphed_callables`` imports this module at its call, since this one builds on ``Graph``.
 """
 from __future__ import annotations
 

@@ -2,6 +2,13 @@
 
 Ops are attached as methods by ``jgrad.ops`` (the op library owns them);
 this module holds only storage, metadata and the autograd-facing methods.
+
+Imports ``_dtype``, ``_device``, ``_tls``, ``_recorder`` (a tensor's storage may be a recorded
+``Buffer``) and ``_factories`` (``Tensor(data)`` converts as the factories do). The tensor is the type
+every layer passes around, so it sits below them; the methods that belong to a higher layer import it
+when they run: ``_dispatch`` (a pending value, host syncs), ``autograd`` (``backward``, hooks),
+``streams`` (``record_stream``), ``_format`` (``repr``) and ``_dlpack`` (``__dlpack__``). Never the op
+library: ``jgrad.ops`` attaches its methods to ``Tensor`` itself.
 """
 from __future__ import annotations
 

@@ -13,6 +13,11 @@ XLA executable (cached by its structure, so capturing the same step again
 never recompiles), and ``replay`` runs it: it reads the captured inputs
 afresh, rebinds every captured output and every tensor written in place, and
 advances the random generators it drew from.
+
+Imports ``_capture`` (the recording), ``_compile`` (the executable and its cache), ``_recorder``,
+``_segment``, ``_checks`` (captured checks are re-armed by each replay), ``_dispatch`` (the sanitizer's
+view of a replay), ``streams`` and ``profiler``; ``_graphed`` at the call of ``make_graphed_callables``.
+Never the op library.
 """
 from __future__ import annotations
 

@@ -13,6 +13,11 @@ stream S ticks S's own entry; ``record``/``wait_event``/``wait_stream`` join
 clocks; the host has a clock too, which ``synchronize`` joins and which every
 stream inherits when the host issues work on it. An access on S is ordered
 after a write at (W, t) iff ``S._vc[W] >= t``.
+
+Imports ``_device``. At import it installs its engine behaviour into ``autograd.streams_bridge`` (the
+engine never imports this module). It never imports the door, the recorder or the op library: tiered
+execution's barrier and the deferred checks reach it through hooks they install (``_barrier``,
+``_sync_hooks``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""``jgrad.autograd``: backward, grad, custom Functions, grad mode, anomaly mode, gradcheck."""
+"""``jgrad.autograd``: backward, grad, custom Functions, grad mode, anomaly mode, gradcheck.
+
+Imports the autograd modules, ``_tensor`` and ``_factories`` (the ``ones`` seed of a ``GradientEdge``);
+never ``_dispatch``, the recorder or the op library (tests/test_layering.py).
+"""
 from __future__ import annotations
 
 from .. import _factories

@@ -1,4 +1,9 @@
-"""Custom autograd Functions: ``class F(Function): forward(ctx, ...); backward(ctx, ...)``."""
+"""Custom autograd Functions: ``class F(Function): forward(ctx, ...); backward(ctx, ...)``.
+
+Imports ``_tensor``, ``node``, ``grad_mode`` and ``_factories`` (zeros for ``materialize_grads``);
+``streams`` at the call (a node runs on its forward's stream; streams imports this package when it
+loads).
+"""
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,10 @@
-"""The op library: each op is a jax forward and a jax backward, run through ``_dispatch``."""
+"""The op library: each op is a jax forward and a jax backward, run through ``_dispatch``.
+
+Imports the op families, ``pointwise`` first (the others build on its helpers). Every family imports
+``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``, plus the families it
+builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad._factories``,
+the factories lower layers call.
+"""
 from . import pointwise, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
 from . import (attention, conv, creation, linalg, misc, nn_ops, normalization, random_ops,  # noqa: F401
                reduction, shape, sorting)

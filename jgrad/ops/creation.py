@@ -1,4 +1,8 @@
-"""Tensor factories: tensor, zeros, ones, full, arange, linspace, eye, *_like."""
+"""Tensor factories: tensor, zeros, ones, full, arange, linspace, eye, *_like.
+
+Imports ``_dispatch``, ``_tensor``, ``_device``, ``_dtype``, ``ops._registry`` and ``_factories``, which
+it fills in.
+"""
 from __future__ import annotations
 
 import math
