@@ -27,7 +27,7 @@ class Tensor:
     """A multi-dimensional array whose storage is an immutable ``jax.Array``.
 
     In-place ops rebind the storage and bump ``_version``; slices are copies
-    (see README, "Differences from PyTorch").
+    (see docs/differences.md).
     """
 
     __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_vc", "_device", "_stream", "__weakref__",

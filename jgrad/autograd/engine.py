@@ -12,7 +12,7 @@
   (Note [Reentrant backwards]).
 
 Why one file of ~860 lines: it is a port of engine.cpp, which is one file, and it is read side by side
-with it (``GraphTask``, ``ReadyQueue``, ``compute_dependencies``, ``init_to_execute``,
+with it (``GraphTask``, ``ReadyQueue``, ``InputBuffer``, ``init_to_execute``,
 ``evaluate_function``, ``validate_outputs``, ``thread_main``, reentrant backward and the device
 threads keep engine.cpp's names and order). Splitting it would cut that correspondence, and every part
 shares the GraphTask's state and the thread-local ``_tls``.
