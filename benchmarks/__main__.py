@@ -1,5 +1,10 @@
 """Run every benchmark and write the report: ``python -m benchmarks [--quick] [--device cpu|gpu]``.
 
+The suite: ``eager_overhead``, ``stream_overhead``, ``hessian`` (ReLU and tanh), ``capture``, ``tiered`` and
+``gpt_step``, one file per workload; ``scaling`` and ``profile_overhead`` run when asked for (``--only``,
+``--profile``); on a GPU, ``diagnostics/gpu_smoke.py`` first. One-off diagnostics are not run here: see
+``benchmarks/diagnostics/README.md``.
+
 Each benchmark runs in its own process (``python -m benchmarks.<name> ... --json``); its
 tables are echoed to stdout as they come, and one progress line per benchmark and per
 timed variant goes to stderr. Then the report is written:
@@ -38,7 +43,8 @@ RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 RESULTS_DIR = os.path.join(HERE, "results")
 PLOTS_DIR = os.path.join(HERE, "plots")
 BEGIN, END = "<!-- BEGIN GENERATED: {} -->", "<!-- END GENERATED: {} -->"
-NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "gpt_step", "profile_overhead")
+NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "tiered", "gpt_step", "scaling",
+         "profile_overhead")
 
 
 def log(msg):
@@ -53,7 +59,7 @@ def plan(args):
         ["--repeat", str(args.repeat)] if args.repeat else [])
     runs = []
     if args.device == "gpu":
-        runs.append(("gpu_smoke", "gpu_smoke", [py, os.path.join(HERE, "gpu_smoke.py")], False))
+        runs.append(("gpu_smoke", "gpu_smoke", [py, os.path.join(HERE, "diagnostics", "gpu_smoke.py")], False))
     runs += [
         ("eager_overhead", "eager_overhead", [py, "-m", "benchmarks.eager_overhead"] + common, True),
         ("stream_overhead", "stream_overhead", [py, "-m", "benchmarks.stream_overhead"] + common, True),
@@ -65,7 +71,10 @@ def plan(args):
             runs.append(("capture", "capture", [py, "-m", "benchmarks.capture"] + common, True))
         else:
             log("note: benchmarks/capture.py exists but jgrad.graphs does not: capture benchmark skipped")
+    runs.append(("tiered", "tiered", [py, "-m", "benchmarks.tiered"] + common, True))
     runs.append(("gpt_step", "gpt_step", [py, "-m", "benchmarks.gpt_step"] + common, True))
+    if args.only and "scaling" in args.only:
+        runs.append(("scaling", "scaling", [py, "-m", "benchmarks.scaling"] + common, True))
     if args.profile or (args.only and "profile_overhead" in args.only):
         runs.append(("profile_overhead", "profile_overhead", [py, "-m", "benchmarks.profile_overhead"] + common, True))
     if args.only:
@@ -367,7 +376,8 @@ def main(argv=None):
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--repeat", type=int, default=None, help="timed batches per variant (passed on)")
     p.add_argument("--profile", action="store_true", help="also run benchmarks.profile_overhead")
-    p.add_argument("--only", choices=NAMES, action="append", help="run only these (repeatable)")
+    p.add_argument("--only", choices=NAMES, action="append",
+                   help="run only these (repeatable); scaling and profile_overhead run only when named here")
     p.add_argument("--results-file", metavar="PATH", default=None,
                    help="write the report of this run to PATH (with plots named after it) instead of RESULTS.md "
                         "or results/gpu-*.md; RESULTS.md is left alone")

@@ -41,6 +41,10 @@ over interleaved batches (see common.py). Goals (issue 5), reported met / not
 met, never asserted: replay within 1.05x of ``jax.jit``; replay >= 10x faster
 than jgrad eager on the small MLP; capture + compile <= 1.5x the first
 ``jax.jit`` call.
+
+Why one file of ~760 lines: the workloads, the jgrad / jax / torch builders of each step and the
+one-shot child processes form one benchmark, and the GPU diagnostics (``benchmarks/diagnostics/``)
+import these builders (``jg_capture``, ``small_workload``, ...) to time exactly the same steps.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Every benchmark prints a header (date, machine, device, versions) and one
 table per section with absolute times and ratios against named baselines.
 
-Method (see README.md): each variant is warmed up (compilation excluded), then
+Method (see benchmarks/README.md): each variant is warmed up (compilation excluded), then
 timed in batches of ``number`` calls; the outputs of a batch are waited on
 (``block_until_ready`` for JAX/jgrad, ``torch.cuda.synchronize`` for CUDA) before
 the clock stops, and the per-call time of a batch is ``elapsed / number``.

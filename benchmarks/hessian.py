@@ -5,7 +5,7 @@
                                  [--mode both|nobackward|backward] [--json out.json]
 
 The model follows PyTorch PR 82544 ("Autograd graphtask trim unnecessary
-edges"; its table is in ../shared/seeds/002_*.txt): ``--layers`` hidden
+edges"; its description gives the timings quoted below): ``--layers`` hidden
 Linear+activation layers, then an output Linear, batch 10000, float32::
 
     y = model(x)                                                   # x.requires_grad, weights are leaves too

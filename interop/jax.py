@@ -64,6 +64,9 @@ Checking gradients
     central finite differences of ``fn``'s forward, and returns a
     ``GradReport`` with the max absolute and relative error per input; it
     prints as a table and renders as HTML in a notebook.
+
+Imports jgrad (``_tensor``, ``_device``, ``_dtype``, ``_recorder``, ``_dlpack``; ``streams`` and
+``autograd`` at the call); jgrad never imports this module.
 """
 from __future__ import annotations
 
@@ -78,10 +81,10 @@ import numpy as np
 
 from jgrad import _dtype
 from jgrad._device import from_jax as _device_from_jax, get_default_device
-from jgrad._capture import Buffer as _Buffer
+from jgrad._recorder import Buffer as _Buffer
 from jgrad._tensor import Tensor
 
-from .dlpack import _exportable, _place, _wrap_imported, is_tracer
+from jgrad._dlpack import _exportable, _place, _wrap_imported, is_tracer
 
 __all__ = ["to_jax", "from_jax", "functionalize", "compare_grad", "GradReport", "GradRow"]
 

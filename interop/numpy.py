@@ -14,16 +14,18 @@ NumPy only promises 16-byte alignment, so most arrays are copied (with
 Mutation: if NumPy writes into an array jgrad imported zero copy, the tensor
 sees the new values. JAX assumes its buffers never change, so this is unsafe:
 pass ``copy=True`` to ``from_numpy`` for arrays you will keep writing to.
+
+Imports ``jgrad._dlpack`` (the NumPy path of ``from_dlpack``), ``jgrad._dispatch`` (``to_numpy`` is a
+host sync) and ``jgrad._device``.
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
-from jgrad import _dispatch, _dtype, _segment
+from jgrad import _dispatch
 from jgrad._device import device as _jg_device
 
-from .dlpack import ALIGNMENT, _exportable, _jg_dtype, _wrap_imported, buffer_pointer
+from jgrad._dlpack import ALIGNMENT, _exportable, _import_numpy
 
 __all__ = ["to_numpy", "from_numpy", "empty_aligned"]
 
@@ -68,51 +70,3 @@ def empty_aligned(shape, dtype=np.float32) -> np.ndarray:
     buf = np.empty(n + ALIGNMENT, np.uint8)
     off = (-buf.ctypes.data) % ALIGNMENT
     return buf[off:off + n].view(dtype).reshape(shape)
-
-
-def _pointer(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
-def _import_numpy(a, target, copy, what):
-    """The NumPy path of ``from_dlpack``: ``jax.device_put`` aliases aligned host memory (any dtype,
-    read-only arrays too, where NumPy's own ``__dlpack__`` refuses bfloat16 and read-only arrays)."""
-    with _dtype.x64_scope():
-        return _import_numpy_x64(a, target, copy, what)
-
-
-def _import_numpy_x64(a, target, copy, what):
-    if copy is not None and not isinstance(copy, bool):
-        raise ValueError(f"copy must be None, True or False, got {copy!r}")
-    if isinstance(a, np.generic):
-        if copy is False:
-            raise BufferError(f"{what}: a NumPy scalar ({type(a).__name__}) has no buffer to share; pass "
-                              "copy=None or copy=True, or a 0-d array (np.asarray(x)).")
-        a = np.asarray(a)
-    dev = target if target is not None else _jg_device("cpu")
-    problems = []
-    if not a.dtype.isnative:
-        problems.append(f"byte order {a.dtype.str!r} is not the machine's")
-    _jg_dtype(a.dtype.newbyteorder("=") if not a.dtype.isnative else a.dtype, what)
-    if dev.type != "cpu":
-        problems.append(f"device={dev} is not host memory")
-    if a.size:
-        if not a.flags.c_contiguous:
-            problems.append(f"not C-contiguous (strides {a.strides} for shape {a.shape})")
-        if _pointer(a) % ALIGNMENT:
-            problems.append(f"data pointer not aligned to {ALIGNMENT} bytes (NumPy only promises 16; use "
-                            "interop.numpy.empty_aligned)")
-    if copy is False and problems:
-        raise BufferError(f"{what}: cannot share this array's memory: {'; '.join(problems)}. Importing it needs "
-                          "a copy: pass copy=None or copy=True.")
-    if copy:
-        a = np.array(a, dtype=a.dtype.newbyteorder("="), order="C", copy=True)   # private: aliasing it is fine
-    elif problems:
-        a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))   # device_put copies what is misaligned
-    arr = jax.device_put(a, dev.jax_device)
-    arr.block_until_ready()       # a copy must be done before we return: the host array may change after
-    if copy is False and a.size and buffer_pointer(arr) != _pointer(a):
-        raise BufferError(f"{what}: JAX copied the array although it looked shareable; pass copy=None to allow.")
-    if not copy and a.size and buffer_pointer(arr) == _pointer(a):
-        _segment.mark_external(arr)  # NumPy may write it: "auto" mode runs ops reading it at once
-    return _wrap_imported(arr, what)

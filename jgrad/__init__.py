@@ -5,6 +5,10 @@
     >>> (x * x).sum().backward()
     >>> x.grad
     tensor([2., 4., 6.])
+
+The public API, re-exports only. It imports jgrad's parts bottom-up (docs/design.md, "Layers"), installs
+the engine's "auto"-mode fast path (``_backward_plan``) once the door exists, and never imports
+``interop``.
 """
 from . import _dtype
 from ._device import device, device_count, get_default_device, is_available, set_default_device
@@ -14,6 +18,7 @@ from ._tensor import Tensor
 from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import ops
+from . import _backward_plan  # noqa: F401  (installs the engine's fast path in "auto" mode; it needs _dispatch's OpNode)
 from .ops import *  # noqa: F401,F403
 from .ops import from_jax, get_float32_matmul_precision, set_float32_matmul_precision
 from .ops.creation import from_numpy
@@ -28,7 +33,7 @@ from .graphs import Graph, graph, graph_pool_handle, make_graphed_callables  # n
 from . import profiler, viz  # noqa: E402  (matplotlib is imported lazily, only to draw)
 from .serialization import load, save  # noqa: E402
 from . import utils  # noqa: E402
-from interop.dlpack import from_dlpack  # noqa: E402  (DLPack import; interop/ owns it)
+from ._dlpack import from_dlpack  # noqa: E402  (DLPack: the protocol of jgrad tensors; interop/ adapts libraries)
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,7 @@
-"""``python -m jgrad``: train a small MLP with jg.nn and jg.optim, check a gradient against jax.grad."""
+"""``python -m jgrad``: train a small MLP with jg.nn and jg.optim, check a gradient against jax.grad.
+
+Imports the public API only (``jgrad``, ``jgrad.nn``), as a user's script would.
+"""
 from __future__ import annotations
 
 import argparse

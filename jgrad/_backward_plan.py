@@ -1,7 +1,9 @@
 """The engine's fast path in "auto" mode: a whole backward pass recorded as one step.
 
-Imported by ``_dispatch`` (it knows ``OpNode``); installs itself into the engine, which never
-imports it (``autograd.engine.fast_paths``).
+Imports ``_dispatch`` (``OpNode``, the kernels a node reads), ``_segment``, ``_recorder``, ``_tensor``,
+``streams`` and the engine (``GraphTask`` simulates the pass). ``jgrad/__init__`` imports it once
+``_dispatch`` exists; it installs itself into the engine, which never imports it
+(``autograd.engine.fast_paths``).
 
 Note [Backward plans]
 ~~~~~~~~~~~~~~~~~~~~~
@@ -39,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dtype, _segment
-from ._capture import abstract
+from ._recorder import abstract
 from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
 from ._tensor import Tensor
 from .autograd import engine as _engine_mod

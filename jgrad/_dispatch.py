@@ -10,6 +10,11 @@ An op's backward is a jax function too, compiled per ``needs_input_grad``
 mask, so gradients nobody asked for are never computed. Under
 ``create_graph=True`` the backward is itself dispatched as an op whose
 backward comes from ``jax.vjp``, so derivatives of any order work.
+
+Imports the layers below the door: ``_tensor``, ``_device``, ``_dtype``, ``streams``, ``_recorder``,
+``_capture``, ``_segment``, ``_tape`` and autograd (``engine``, ``node``, ``grad_mode``). Imported by
+the op library, ``_checks``, ``_backward_plan``, ``_dlpack``, ``graphs`` and the fused updates of
+``nn``/``optim``; never by autograd, streams or the recorder (tests/test_layering.py).
 """
 from __future__ import annotations
 
@@ -26,7 +31,8 @@ from .streams import _current_for, _defaults as _default_streams, _overrides, _s
 from .streams import active_captures as _active_captures
 from .streams import check_access, host_read, record_new
 from .streams import _sync_hooks
-from ._capture import Buffer, CaptureError, abstract, concrete
+from ._recorder import Buffer, abstract
+from ._capture import CaptureError, concrete
 from .autograd.engine import task_should_compute_output
 from .autograd.grad_mode import state as _state
 from .autograd.node import Node, SavedVariable, _SECOND_BACKWARD
@@ -688,6 +694,3 @@ def materialize(tensor):
             return d.value
         raise d.missing()
     raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")
-
-
-from . import _backward_plan  # noqa: E402,F401  (installs the engine's fast path; it needs OpNode)

@@ -1,4 +1,8 @@
-"""PyTorch-style tensor repr: ``tensor([1., 2.], grad_fn=<MulBackward0>)``."""
+"""PyTorch-style tensor repr: ``tensor([1., 2.], grad_fn=<MulBackward0>)``.
+
+Imports ``_dtype``; ``jgrad.distributed.tensor`` at the call that prints a DTensor. Used by
+``Tensor.__repr__``.
+"""
 from __future__ import annotations
 
 import math

@@ -4,13 +4,17 @@ A port of PyTorch's ``torch.cuda.make_graphed_callables``: warm up on a side
 stream, capture each callable's forward (in order) and backward (in reverse
 order, through ``autograd.grad``) into graphs sharing one pool, and wrap the
 pair in an autograd Function whose forward and backward replay them.
+
+Imports ``graphs`` (``Graph``), autograd (``Function``, ``grad``), ``streams``, ``_tensor`` and
+``_factories`` (the gradient placeholders); ``jgrad.nn`` at the call (a callable may be a ``Module``).
+``graphs.make_graphed_callables`` imports this module at its call, since this one builds on ``Graph``.
 """
 from __future__ import annotations
 
 from ._tensor import Tensor
 from .autograd import Function, grad as _grad, once_differentiable
 from .graphs import Graph, graph, graph_pool_handle
-from .ops.creation import empty_like
+from . import _factories
 from .streams import Stream, stream as _stream_ctx
 
 
@@ -54,7 +58,7 @@ def make_graphed_callables(callables, sample_args):
             for _ in range(3):
                 outputs = _as_tuple(func(*args))
                 _grad(outputs=outputs, inputs=tuple(i for i in surface if i.requires_grad),
-                      grad_outputs=tuple(empty_like(o) for o in outputs), allow_unused=False)
+                      grad_outputs=tuple(_factories.empty_like(o) for o in outputs), allow_unused=False)
             del outputs
 
     static_outputs, was_tensor = [], []
@@ -69,7 +73,7 @@ def make_graphed_callables(callables, sample_args):
     for surface, outs, g in zip(reversed(surfaces), reversed(static_outputs), reversed(bwd_graphs)):
         if not all(o.requires_grad for o in outs):
             raise RuntimeError("Outputs of graphed callables must require grad.")
-        static_grad_outputs = tuple(empty_like(o) for o in outs)
+        static_grad_outputs = tuple(_factories.empty_like(o) for o in outs)
         with graph(g, pool=pool):
             grads = _grad(outputs=outs, inputs=tuple(i for i in surface if i.requires_grad),
                           grad_outputs=static_grad_outputs, allow_unused=False)

@@ -1,8 +1,9 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
-Imports ``_capture`` (the shared recorder core and its compile helpers) and nothing of the op
-library; ``_dispatch``, the engine's ``OpNode``, ``_backward_plan`` and ``random`` call
-``record``/``segment_for``; ``streams`` reaches the barrier through a hook this module installs.
+Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
+with ``_compile``'s helpers), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
+barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
+``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
 Note [Tiered execution]
 ~~~~~~~~~~~~~~~~~~~~~~~
@@ -12,7 +13,7 @@ on a GPU machine, ~5-10 us on a CPU). In "auto" mode ``_dispatch`` records the k
 a value later. Everything PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes,
 devices, version counters, leaf in-place) still runs at the op's line; only the kernels wait.
 
-One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s of the same steps
+One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/_recorder.py``) of the same steps
 (kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
 shapes from the same cached ``_eval_shape``, and they share the factories' eager rule, the x64
 scope and the XLA options. What differs is what an argument becomes: a capture's inputs are tensors
@@ -75,8 +76,8 @@ import weakref
 
 import jax
 
-from ._capture import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
-from ._capture import buffer_proto
+from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
+from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
 from . import _segment_run as _run
 from ._dtype import x64_scope

@@ -1,8 +1,8 @@
 """How a recorded segment runs: op by op (the first tier) or as one compiled executable, and where its
 outputs come back (one flat array per dtype on accelerators, sliced when read).
 
-Imports ``_capture`` (the Buffer, the progress line and XLA options shared with capture) and ``_dtype``;
-used by ``_segment`` alone, which owns the knobs (``pack_outputs``...) and passes them in.
+Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture)
+and ``_dtype``; used by ``_segment`` alone, which owns the knobs (``pack_outputs``...) and passes them in.
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import weakref
 
 import jax
 
-from ._capture import _Progress, _tree_unflatten, compiler_options
+from ._compile import _Progress, compiler_options
+from ._recorder import _tree_unflatten
 from ._dtype import x64_scope
 
 _weakref = weakref.ref

@@ -5,6 +5,9 @@ Every differentiable op with an input that requires grad passes through
 for edges, ``in_avals`` and saved tensors, shapes and dtypes looked up per jax
 aval (reading them off a ``jax.Array`` is slower than the rest of recording),
 and one shared ``InputMetadata`` per stream and output aval.
+
+Imports ``_tensor``, ``_recorder``, ``_dtype`` and autograd (``node``, ``anomaly``, ``grad_mode``): the
+tape builds autograd's nodes. Used by ``_dispatch`` alone.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtype
-from ._capture import Buffer, _settled, aval_info
+from ._recorder import Buffer, _settled, aval_info
 from ._tensor import Tensor
 from .autograd.anomaly import record_forward_trace
 from .autograd.grad_mode import state as _state

@@ -2,6 +2,13 @@
 
 Ops are attached as methods by ``jgrad.ops`` (the op library owns them);
 this module holds only storage, metadata and the autograd-facing methods.
+
+Imports ``_dtype``, ``_device``, ``_tls``, ``_recorder`` (a tensor's storage may be a recorded
+``Buffer``) and ``_factories`` (``Tensor(data)`` converts as the factories do). The tensor is the type
+every layer passes around, so it sits below them; the methods that belong to a higher layer import it
+when they run: ``_dispatch`` (a pending value, host syncs), ``autograd`` (``backward``, hooks),
+``streams`` (``record_stream``), ``_format`` (``repr``) and ``_dlpack`` (``__dlpack__``). Never the op
+library: ``jgrad.ops`` attaches its methods to ``Tensor`` itself.
 """
 from __future__ import annotations
 
@@ -10,17 +17,17 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from . import _dtype
+from . import _dtype, _factories  # the factory path (jgrad.ops.creation) owns conversion rules
 from ._device import device as _device_cls
 from ._tls import state as _grad_state
-from ._capture import Buffer as _Buffer
+from ._recorder import Buffer as _Buffer
 
 
 class Tensor:
     """A multi-dimensional array whose storage is an immutable ``jax.Array``.
 
     In-place ops rebind the storage and bump ``_version``; slices are copies
-    (see README, "Differences from PyTorch").
+    (see docs/differences.md).
     """
 
     __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_vc", "_device", "_stream", "__weakref__",
@@ -38,9 +45,7 @@ class Tensor:
 
     # ---- construction --------------------------------------------------
     def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):
-        from .ops.creation import _as_array  # the factory path owns conversion rules
-
-        arr = _as_array(data if data is not None else [], dtype, device, copy=True)
+        arr = _factories.as_array(data if data is not None else [], dtype, device, copy=True)
         _init(self, arr, _device_from_array(arr, device), requires_grad)
 
     @classmethod
@@ -387,11 +392,11 @@ class Tensor:
         return new
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from interop.dlpack import export_tensor
+        from ._dlpack import export_tensor  # DLPack sits above the tensor (it is a host sync, a barrier)
         return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
-        from interop.dlpack import tensor_dlpack_device
+        from ._dlpack import tensor_dlpack_device
         return tensor_dlpack_device(self)
 
 
@@ -463,8 +468,7 @@ def _aliases(a: np.ndarray, v) -> bool:
 
 
 def _rebuild(arr, dev, req):
-    from .ops.creation import tensor
-    return tensor(arr, device=dev, requires_grad=req)
+    return _factories.tensor(arr, device=dev, requires_grad=req)
 
 
 def _device_from_array(arr, requested):

@@ -1,4 +1,7 @@
-"""Per-thread autograd switches, read on every op (plain attributes of a threading.local)."""
+"""Per-thread autograd switches, read on every op (plain attributes of a threading.local).
+
+Imports nothing of jgrad: the bottom layer.
+"""
 from __future__ import annotations
 
 import threading

@@ -13,6 +13,11 @@ XLA executable (cached by its structure, so capturing the same step again
 never recompiles), and ``replay`` runs it: it reads the captured inputs
 afresh, rebinds every captured output and every tensor written in place, and
 advances the random generators it drew from.
+
+Imports ``_capture`` (the recording), ``_compile`` (the executable and its cache), ``_recorder``,
+``_segment``, ``_checks`` (captured checks are re-armed by each replay), ``_dispatch`` (the sanitizer's
+view of a replay), ``streams`` and ``profiler``; ``_graphed`` at the call of ``make_graphed_callables``.
+Never the op library.
 """
 from __future__ import annotations
 
@@ -20,9 +25,10 @@ import itertools
 import operator
 import time
 
-from . import _capture, _checks, _dispatch, _segment, profiler as _profiler
-from ._capture import Buffer as _Buffer
-from ._capture import CaptureError, cache_clear, cache_info  # noqa: F401
+from . import _capture, _checks, _compile, _dispatch, _recorder, _segment, profiler as _profiler
+from ._recorder import Buffer as _Buffer
+from ._capture import CaptureError  # noqa: F401
+from ._compile import cache_clear, cache_info  # noqa: F401
 from ._segment import SegmentCacheInfo, segment_cache_clear, segment_cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
@@ -67,7 +73,7 @@ class Graph:
         self._plan = None
         self._pool = None
         # Outputs other than in-place updates and 0-d values come back packed, split on first read
-        # (_capture.Packed). None: on accelerators only (on the CPU the packing copy cost more than the
+        # (_recorder.Packed). None: on accelerators only (on the CPU the packing copy cost more than the
         # outputs it saved: small MLP replay 4.5 -> 5.6 ms). make_graphed_callables turns it off: the
         # engine reads all of its outputs.
         self._pack_outputs = None
@@ -126,10 +132,10 @@ class Graph:
         packed.sort(key=lambda b: b.dtype.str)
         in_pack = {id(b) for b in packed}
         outputs = first + [b for b in rest if id(b) not in in_pack]
-        compiled, donated, kept, split, state_split = _capture.compile_plan(cap, outputs, donated, packed, state)
-        n_state = len(_capture._dtype_groups([b for _, b in state]))
+        compiled, donated, kept, split, state_split = _compile.compile_plan(cap, outputs, donated, packed, state)
+        n_state = len(_compile._dtype_groups([b for _, b in state]))
         pos = {id(b): n_state + i for i, b in enumerate(outputs)}
-        state_pack = _capture.PackedState(state_split, [b for _, b in state], [cap.inputs[i][1] for i, _ in state]) \
+        state_pack = _recorder.PackedState(state_split, [b for _, b in state], [cap.inputs[i][1] for i, _ in state]) \
             if state else None
         self._plan = _Plan(cap, compiled, donated, kept, outputs, [(g, pos[id(k)]) for g, k in zip(gens, key_outs)],
                            packed, split, len(first), state_pack)
@@ -196,9 +202,9 @@ class _Plan:
     def __init__(self, cap, compiled, donated, kept, outputs, gens, packed, split, n_updates, state=None):
         self.cap, self.compiled, self.packed = cap, compiled, packed
         self.new_outputs = outputs[n_updates:]  # not in-place updates of donated inputs: fresh arrays each call
-        self.pack = _capture.Packed(split, packed) if packed else None
-        self.state = state  # in-place-updated tensors travelling as flat arrays (_capture.PackedState)
-        self.n_state = len(_capture._dtype_groups(state.buffers)) if state is not None else 0
+        self.pack = _recorder.Packed(split, packed) if packed else None
+        self.state = state  # in-place-updated tensors travelling as flat arrays (_recorder.PackedState)
+        self.n_state = len(_compile._dtype_groups(state.buffers)) if state is not None else 0
         # (kind, object) per argument: 0 a tensor's storage, 1 another graph's buffer, 2 a generator key.
         codes = {"tensor": 0, "buffer": 1, "rng": 2}
         self.donated = [(codes[cap.inputs[i][0]], cap.inputs[i][1]) for i in donated]

@@ -14,6 +14,9 @@ time rather than JAX's asynchronous dispatch. ``record_function(name)``
 adds a user span on the current stream, and ``record_span(...)`` lets other
 jgrad modules (graph replay) add spans; both are no-ops when nothing is
 being profiled.
+
+Imports nothing of jgrad at module level (``graphs`` imports it); ``autograd.engine`` (its node
+observers), ``streams`` and ``viz`` (labels and colours) at the call.
 """
 from __future__ import annotations
 

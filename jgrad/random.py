@@ -3,6 +3,10 @@
 ``manual_seed`` seeds the default generator of every device. Draws split the
 key (``jax.random.split``), so a sequence of draws is reproducible from the
 seed; capture threads the key through the compiled executable.
+
+Imports ``_segment`` (a draw is recorded in "auto" mode), ``_recorder``, ``streams``, ``_dtype`` and
+``_factories`` (``get_state`` returns a tensor); ``_device`` at the call. Never the op library: the
+random ops (``jgrad.ops.random_ops``) are built on this module.
 """
 from __future__ import annotations
 
@@ -11,9 +15,9 @@ import threading
 import jax
 import numpy as np
 
-from . import _segment
+from . import _factories, _segment
 from ._dtype import x64_scope as _x64_scope
-from ._capture import Buffer as _Buffer
+from ._recorder import Buffer as _Buffer
 from .streams import _current_for
 
 
@@ -66,11 +70,10 @@ class Generator:
         return sub
 
     def get_state(self):
-        from .ops.creation import tensor
         key = self._key
         if type(key) is _Buffer:
             key = key.value  # a pending segment's result: a barrier
-        return tensor(np.asarray(key))
+        return _factories.tensor(np.asarray(key))
 
     def set_state(self, state) -> "Generator":
         arr = state._value if hasattr(state, "_value") else np.asarray(state)

@@ -13,6 +13,9 @@ go through ``torch.load(weights_only=True)`` (PyTorch's own safe unpickler, whos
 through; ``weights_only=False`` allows arbitrary pickles, as with torch) and every ``torch.Tensor``
 in the result becomes a jgrad tensor (a ``torch.nn.Parameter`` a ``jg.nn.Parameter``), so
 ``model.load_state_dict(jg.load("ckpt.pt"))`` works on a jgrad model with PyTorch's names.
+
+Imports ``_tensor``, ``_device`` and ``_dtype``; ``jgrad.ops.creation`` and ``jgrad.nn.parameter`` at
+the call (it sits at the top, beside ``nn``).
 """
 from __future__ import annotations
 

@@ -13,6 +13,11 @@ stream S ticks S's own entry; ``record``/``wait_event``/``wait_stream`` join
 clocks; the host has a clock too, which ``synchronize`` joins and which every
 stream inherits when the host issues work on it. An access on S is ordered
 after a write at (W, t) iff ``S._vc[W] >= t``.
+
+Imports ``_device``. At import it installs its engine behaviour into ``autograd.streams_bridge`` (the
+engine never imports this module). It never imports the door, the recorder or the op library: tiered
+execution's barrier and the deferred checks reach it through hooks they install (``_barrier``,
+``_sync_hooks``).
 """
 from __future__ import annotations
 
@@ -405,8 +410,17 @@ class _Access:
         self.stream, self.time, self.site, self.what = stream, t, site, what
 
 
-_PKG_DIRS = (os.path.dirname(os.path.abspath(__file__)),
-             os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
+# Frames under these directories are library code: the sanitizer names the first frame outside them.
+# jgrad's own; packages built on jgrad (interop/) add theirs with ``library_code``.
+_PKG_DIRS = (os.path.dirname(os.path.abspath(__file__)),)
+
+
+def library_code(directory: str) -> None:
+    """Treat frames under ``directory`` as library code where the sanitizer names the user's line."""
+    global _PKG_DIRS
+    directory = os.path.abspath(directory)
+    if directory not in _PKG_DIRS:
+        _PKG_DIRS = _PKG_DIRS + (directory,)
 
 
 def _user_site() -> str:

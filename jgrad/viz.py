@@ -14,6 +14,9 @@ Function's ``<Class>Backward``) and the shapes of the tensors it saved for
 backward; its fill colour is the stream its forward ran on (so its backward
 runs there too), with a legend. The result shows inline in Jupyter
 (``_repr_svg_``) and can be written to a file with ``save(path)``.
+
+Imports nothing of jgrad at module level; ``_tensor``, ``autograd.node`` and ``streams`` at the call
+that draws.
 """
 from __future__ import annotations
 

@@ -305,7 +305,7 @@ def test_side_stream_region_lowers_to_one_annotated_call_with_a_flat_body():
     import jax
     import jax.numpy as jnp
 
-    from jgrad._capture import _on_stream
+    from jgrad._compile import _on_stream
 
     kernel = jax.jit(lambda a: jnp.tanh(a) * 2.0)  # an op's own cached jit, as in a captured trace
 
@@ -323,11 +323,11 @@ def test_side_stream_region_lowers_to_one_annotated_call_with_a_flat_body():
 
 def test_only_captures_with_side_stream_regions_compile_with_concurrent_command_buffers():
     # XLA serializes a CUDA graph's kernels by default: a region on another stream would not overlap.
-    from jgrad import _capture
+    from jgrad import _compile
 
-    assert _capture.compiler_options(on_gpu=False, side_stream_regions=True) is None
-    one = _capture.compiler_options(on_gpu=True, side_stream_regions=False) or {}
-    two = _capture.compiler_options(on_gpu=True, side_stream_regions=True)
+    assert _compile.compiler_options(on_gpu=False, side_stream_regions=True) is None
+    one = _compile.compiler_options(on_gpu=True, side_stream_regions=False) or {}
+    two = _compile.compiler_options(on_gpu=True, side_stream_regions=True)
     assert two["xla_gpu_command_buffer_scheduling_mode"] == "CONCURRENT"
     assert "xla_gpu_command_buffer_scheduling_mode" not in one
     assert one.items() <= two.items()
@@ -508,8 +508,8 @@ def test_raw_api_captures_on_the_one_non_default_current_stream_of_another_devic
 
 
 def test_long_compiles_report_progress_on_stderr(monkeypatch, capsys):
-    from jgrad import _capture
-    monkeypatch.setattr(_capture, "progress_after", 0.0)
+    from jgrad import _compile
+    monkeypatch.setattr(_compile, "progress_after", 0.0)
     jg.graphs.cache_clear()  # compiled afresh even when the other execution mode's run compiled it
     g = jg.Graph()
     x = jg.ones(5)
@@ -581,8 +581,8 @@ def test_captured_backward_on_a_device_with_its_own_engine_thread():
 
 
 def _packed(t):
-    """Whether ``t`` still holds a packed replay output that nobody has read (see _capture.Packed)."""
-    from jgrad._capture import Buffer
+    """Whether ``t`` still holds a packed replay output that nobody has read (see _recorder.Packed)."""
+    from jgrad._recorder import Buffer
     return type(t._data) is Buffer and t._data.packed is not None and t._data._val is None
 
 

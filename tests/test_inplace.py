@@ -41,7 +41,7 @@ def test_version_counter_bumps_on_every_inplace_op():
     d = x.detach()
     d.add_(1)
     assert x._version == len(ops) + 1 == d._version
-    # (values are not shared: JAX arrays are immutable, README "Differences from PyTorch")
+    # (values are not shared: JAX arrays are immutable, docs/differences.md)
 
 
 def test_inplace_on_leaf_requiring_grad_raises():
@@ -212,7 +212,7 @@ def test_copy_leaves_other_holders_of_the_old_array_intact():
     x.copy_(jg.full((2, 3), 7.0))
     assert not held.is_deleted()
     np.testing.assert_array_equal(np.asarray(held), np.ones((2, 3)))
-    np.testing.assert_array_equal(d.numpy(), np.ones((2, 3)))   # README: values are not shared
+    np.testing.assert_array_equal(d.numpy(), np.ones((2, 3)))   # docs/differences.md: values are not shared
     np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))
     x.copy_(x)                                      # the source is the target itself
     np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))

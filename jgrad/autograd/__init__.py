@@ -1,6 +1,11 @@
-"""``jgrad.autograd``: backward, grad, custom Functions, grad mode, anomaly mode, gradcheck."""
+"""``jgrad.autograd``: backward, grad, custom Functions, grad mode, anomaly mode, gradcheck.
+
+Imports the autograd modules, ``_tensor`` and ``_factories`` (the ``ones`` seed of a ``GradientEdge``);
+never ``_dispatch``, the recorder or the op library (tests/test_layering.py).
+"""
 from __future__ import annotations
 
+from .. import _factories
 from .._tensor import Tensor
 from . import graph  # noqa: F401
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
@@ -40,8 +45,7 @@ class _EdgeOutput:
         return n
 
     def new_ones(self, shape):
-        from ..ops.creation import ones
-        return ones(shape, dtype=self.dtype, device=self._device)
+        return _factories.ones(shape, dtype=self.dtype, device=self._device)
 
 
 def _make_grads(outputs, grads):

@@ -1,4 +1,7 @@
-"""Anomaly mode: forward tracebacks on nodes and NaN checks on backward outputs."""
+"""Anomaly mode: forward tracebacks on nodes and NaN checks on backward outputs.
+
+Imports ``grad_mode``; ``engine`` at the call (its thread-local state; the engine imports this module).
+"""
 from __future__ import annotations
 
 import os

@@ -10,6 +10,17 @@
 * Reentrant backward (backward inside a hook or custom Function) recurses on
   the same thread up to ``MAX_DEPTH``, then continues on a pool thread
   (Note [Reentrant backwards]).
+
+Why one file of ~860 lines: it is a port of engine.cpp, which is one file, and it is read side by side
+with it (``GraphTask``, ``ReadyQueue``, ``InputBuffer``, ``init_to_execute``,
+``evaluate_function``, ``validate_outputs``, ``thread_main``, reentrant backward and the device
+threads keep engine.cpp's names and order). Splitting it would cut that correspondence, and every part
+shares the GraphTask's state and the thread-local ``_tls``.
+
+Imports ``_tensor``, ``node``, ``grad_mode`` and ``streams_bridge`` (what it needs from streams, installed
+by ``jgrad.streams``); ``anomaly`` and ``_device`` at the calls that need them. Never ``_dispatch``, the
+recorder or the op library: "auto" mode's fast path installs itself (``fast_paths``, Note [Backward
+plans] in ``jgrad/_backward_plan.py``), and ``OpNode`` (``_dispatch``) subclasses ``node.Node``.
 """
 from __future__ import annotations
 

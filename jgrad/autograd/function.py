@@ -1,8 +1,14 @@
-"""Custom autograd Functions: ``class F(Function): forward(ctx, ...); backward(ctx, ...)``."""
+"""Custom autograd Functions: ``class F(Function): forward(ctx, ...); backward(ctx, ...)``.
+
+Imports ``_tensor``, ``node``, ``grad_mode`` and ``_factories`` (zeros for ``materialize_grads``);
+``streams`` at the call (a node runs on its forward's stream; streams imports this package when it
+loads).
+"""
 from __future__ import annotations
 
 import functools
 
+from .. import _factories
 from .._tensor import Tensor
 from .grad_mode import no_grad, state as _state
 from .node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
@@ -70,8 +76,7 @@ class BackwardCFunction(Node):
             for i, g in enumerate(grads):
                 if g is None and self.input_metadata[i].dtype is not None:  # non-Tensor outputs get None
                     m = self.input_metadata[i]
-                    from ..ops.creation import zeros
-                    grads[i] = zeros(m.shape, dtype=m.dtype, device=m.device)
+                    grads[i] = _factories.zeros(m.shape, dtype=m.dtype, device=m.device)
         res = self.fn_cls.backward(ctx, *grads)
         if not isinstance(res, tuple):
             res = (res,)

@@ -1,4 +1,7 @@
-"""Thread-local autograd state and the grad-mode context managers."""
+"""Thread-local autograd state and the grad-mode context managers.
+
+Imports ``_tls`` only.
+"""
 from __future__ import annotations
 
 import functools

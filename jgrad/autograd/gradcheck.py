@@ -1,4 +1,8 @@
-"""Finite-difference checks of jgrad's gradients (``torch.autograd.gradcheck``)."""
+"""Finite-difference checks of jgrad's gradients (``torch.autograd.gradcheck``).
+
+Imports ``_tensor`` and ``grad_mode``; ``jgrad.autograd.grad`` at the call (the package imports this
+module).
+"""
 from __future__ import annotations
 
 import warnings

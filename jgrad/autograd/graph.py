@@ -1,4 +1,7 @@
-"""``jgrad.autograd.graph``: introspection of the running backward."""
+"""``jgrad.autograd.graph``: introspection of the running backward.
+
+Imports ``engine`` and ``node``.
+"""
 from __future__ import annotations
 
 from typing import NamedTuple

@@ -4,6 +4,9 @@ The shapes follow torch/csrc/autograd/function.h: a Node has ``next_edges``
 (one per forward input), ``input_metadata`` (one per forward output), a
 ``sequence_nr`` (creation order, the ready queue's priority) and a
 ``topological_nr`` (longest path to a leaf, for pruning in ``grad(inputs=)``).
+
+Imports ``_tensor`` and ``grad_mode``; ``anomaly``, ``_dtype`` and ``streams`` at the calls that need
+them (streams imports this package when it loads, so the current stream is bound on first use).
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Kept apart so the engine reads as engine.cpp does; ``jgrad.streams`` installs
 the real behaviour through ``install``. Until a program uses a stream, every
 tensor's and node's stream is None and these are no-ops.
+
+Imports nothing; ``jgrad.streams`` installs into it.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@
   ``barrier``...), run as XLA collectives across the processes (gloo/MPI on CPUs, NCCL on GPUs).
 
 See docs/distributed.md.
+
+Imports its own modules. The package sits at the top of jgrad, beside ``nn``, and builds on the tensor,
+the door and streams.
 """
 from ._collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, barrier, broadcast,
                            reduce, reduce_scatter, reduce_scatter_tensor)

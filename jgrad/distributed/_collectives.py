@@ -4,6 +4,9 @@ Each process's tensor becomes one shard of a global ``jax.Array`` over a 1-D mes
 member process (``ProcessGroup._mesh``); one jitted reduction or gather over that array runs XLA's
 collectives across processes (gloo or MPI on CPUs, NCCL on GPUs); each process keeps its shard of the
 result. The tensor is updated in place (its storage rebound, its version bumped), as PyTorch does.
+
+Imports ``_tensor``, ``_device``, ``_dtype``, ``grad_mode`` and ``_process_group``; ``ops.shape``
+(``cat``/``stack``), ``streams`` and ``_device`` at the call.
 """
 from __future__ import annotations
 

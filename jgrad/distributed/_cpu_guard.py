@@ -12,6 +12,8 @@ The stream records its launches in ``Stream._pending`` (``jgrad._dispatch`` and 
 weak reference per output), so the mesh's default stream gets a list that waits when it fills.
 Streams made by the user (``jgrad.Stream(mesh)``) and tiered execution's first, op-by-op runs of a
 segment are not covered: see docs/distributed.md, "Known limits".
+
+Imports ``streams``.
 """
 from __future__ import annotations
 

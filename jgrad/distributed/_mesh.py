@@ -1,4 +1,7 @@
-"""``DeviceMesh`` over a ``jax.sharding.Mesh``; ``init_device_mesh``."""
+"""``DeviceMesh`` over a ``jax.sharding.Mesh``; ``init_device_mesh``.
+
+Imports ``_device``, ``_process_group`` and ``_cpu_guard``; ``ops.creation`` at the call.
+"""
 from __future__ import annotations
 
 import math

@@ -4,6 +4,8 @@ A rank is a process, as in PyTorch. A PyTorch program runs one process per devic
 may run one process per host that drives several devices (``jax.local_devices()``). Collectives
 (``jgrad.distributed._collectives``) combine one tensor per process; inside one process, the devices
 of a mesh cooperate through DTensors (``jgrad.distributed.tensor``) instead.
+
+Imports nothing of jgrad (JAX's distributed runtime only).
 """
 from __future__ import annotations
 

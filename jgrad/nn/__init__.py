@@ -1,4 +1,9 @@
-"""``jgrad.nn``: Module, layers, losses, containers, ``functional`` and ``init`` (``torch.nn``)."""
+"""``jgrad.nn``: Module, layers, losses, containers, ``functional`` and ``init`` (``torch.nn``).
+
+Imports its modules. ``nn`` is a user of the op library: its modules import ``jgrad.ops`` (mostly
+through ``functional``), ``_tensor``, autograd, and ``_dispatch`` for fused updates outside autograd.
+Below it, only ``serialization`` and ``_graphed`` import it, at the call.
+"""
 from . import functional, init, utils  # noqa: F401
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d,

@@ -1,4 +1,7 @@
-"""``Module.state_dict`` / ``load_state_dict``, with PyTorch's keys, checks and error messages."""
+"""``Module.state_dict`` / ``load_state_dict``, with PyTorch's keys, checks and error messages.
+
+Imports ``_tensor``, ``grad_mode`` and ``nn.parameter``.
+"""
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,7 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict.
+
+Imports ``_tensor``, ``nn.module`` and ``nn.parameter``.
+"""
 from __future__ import annotations
 
 import operator

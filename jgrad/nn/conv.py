@@ -1,5 +1,8 @@
 """Convolution and pooling layers: Conv1d/2d/3d, ConvTranspose1d/2d/3d, MaxPool1d/2d/3d,
-AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d (``torch.nn``), initialised as PyTorch does."""
+AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d (``torch.nn``), initialised as PyTorch does.
+
+Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and ``ops.creation``.
+"""
 from __future__ import annotations
 
 import math

@@ -3,7 +3,9 @@
 Everything here is an op of ``jgrad.ops`` (one XLA-compiled kernel each) or
 a short composition of them. ``inplace=True`` mutates the input where jgrad
 has an in-place kernel (relu, tanh, sigmoid, dropout); elsewhere it returns
-a new tensor (see README, "Differences from PyTorch").
+a new tensor (see docs/differences.md).
+
+Imports the op library (``jgrad.ops`` and its families) and nothing else of jgrad.
 """
 from __future__ import annotations
 

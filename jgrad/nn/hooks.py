@@ -5,6 +5,8 @@ custom Function (``BackwardHookFunction``). A post-hook on the outputs' node
 captures ``grad_output`` (and runs the backward pre-hooks); a post-hook on
 the inputs' node runs once every gradient w.r.t. the inputs is in, and calls
 ``hook(module, grad_input, grad_output)``.
+
+Imports ``_tensor`` and autograd (``Function``, ``grad_mode``).
 """
 from __future__ import annotations
 

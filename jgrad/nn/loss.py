@@ -1,4 +1,7 @@
-"""Loss modules: MSELoss, L1Loss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, HuberLoss, SmoothL1Loss."""
+"""Loss modules: MSELoss, L1Loss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss, HuberLoss, SmoothL1Loss.
+
+Imports ``nn.functional`` and ``nn.module``.
+"""
 from __future__ import annotations
 
 from . import functional as F

@@ -1,4 +1,8 @@
-"""``Module``: the base class of every layer (``torch.nn.Module``)."""
+"""``Module``: the base class of every layer (``torch.nn.Module``).
+
+Imports ``_tensor``, ``_device``, ``_dtype``, ``grad_mode``, ``nn.hooks``, ``nn.parameter`` and
+``nn._state_dict``.
+"""
 from __future__ import annotations
 
 import warnings

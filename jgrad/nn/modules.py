@@ -1,4 +1,8 @@
-"""Layers and activations: Linear, Embedding, LayerNorm, Dropout, Identity, Flatten, ReLU, GELU, ..."""
+"""Layers and activations: Linear, Embedding, LayerNorm, Dropout, Identity, Flatten, ReLU, GELU, ...
+
+Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and ``ops.creation``;
+``grad_mode`` at the call.
+"""
 from __future__ import annotations
 
 import math

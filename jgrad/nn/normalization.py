@@ -1,4 +1,8 @@
-"""Normalization layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, GroupNorm, RMSNorm (``torch.nn``)."""
+"""Normalization layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, GroupNorm, RMSNorm (``torch.nn``).
+
+Imports ``_dtype``, ``grad_mode``, ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and
+``ops.creation``.
+"""
 from __future__ import annotations
 
 from .. import _dtype

@@ -1,4 +1,7 @@
-"""``Parameter`` and ``Buffer``: tensors that a Module registers when assigned as attributes."""
+"""``Parameter`` and ``Buffer``: tensors that a Module registers when assigned as attributes.
+
+Imports ``_tensor``; ``ops.creation`` at the call.
+"""
 from __future__ import annotations
 
 from .._tensor import Tensor

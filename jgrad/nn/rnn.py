@@ -4,6 +4,9 @@ Each layer and direction runs as one op whose jax forward is a ``lax.scan`` over
 kernel, the input projection of every step done as one matmul before the scan); its gradient
 comes from ``jax.vjp``. Gate order in the weights is PyTorch's: LSTM ``i, f, g, o``; GRU ``r, z, n``.
 ``PackedSequence`` inputs are not supported (pad the batch and mask the loss instead).
+
+Imports ``_dispatch``, ``_tensor``, ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and
+the op library (``creation``, ``linalg``, ``shape``).
 """
 from __future__ import annotations
 

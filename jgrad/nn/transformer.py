@@ -5,6 +5,9 @@ conventions: in these modules a bool ``attn_mask`` / ``key_padding_mask`` marks 
 *not* be attended (the opposite of ``F.scaled_dot_product_attention``), a float one is added to the
 scores. Without ``need_weights`` the attention runs through ``F.scaled_dot_product_attention``.
 ``add_bias_kv`` and ``add_zero_attn`` are not supported.
+
+Imports ``nn.container``, ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.modules``,
+``nn.parameter`` and ``ops.creation``.
 """
 from __future__ import annotations
 

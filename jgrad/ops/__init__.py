@@ -1,5 +1,12 @@
-"""The op library: each op is a jax forward and a jax backward, run through ``_dispatch``."""
-from . import (attention, conv, creation, linalg, misc, nn_ops, normalization, pointwise, random_ops,  # noqa: F401
+"""The op library: each op is a jax forward and a jax backward, run through ``_dispatch``.
+
+Imports the op families, ``pointwise`` first (the others build on its helpers). Every family imports
+``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``, plus the families it
+builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad._factories``,
+the factories lower layers call.
+"""
+from . import pointwise, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
+from . import (attention, conv, creation, linalg, misc, nn_ops, normalization, random_ops,  # noqa: F401
                reduction, shape, sorting)
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, tensor, zeros, zeros_like)
@@ -10,6 +17,7 @@ from .misc import (addcdiv, addcmul, cumprod, cumsum, index_add, lerp, logcumsum
                    movedim, moveaxis, outer, repeat_interleave, take_along_dim, xlogy)
 from .nn_ops import cross_entropy, embedding, layer_norm, log_softmax, mse_loss, softmax  # noqa: F401
 from .pointwise import *  # noqa: F401,F403
+from .comparison import *  # noqa: F401,F403
 from .random_ops import (bernoulli, dropout, multinomial, normal, rand, rand_like, randint,  # noqa: F401
                          randint_like, randn, randn_like, randperm)
 from .reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, norm, prod, std,  # noqa: F401

@@ -1,4 +1,7 @@
-"""Helpers the op families share: Tensor-method registration and attribute hygiene."""
+"""Helpers the op families share: Tensor-method registration and attribute hygiene.
+
+Imports ``_tensor`` only.
+"""
 from __future__ import annotations
 
 import operator

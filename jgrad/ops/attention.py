@@ -7,6 +7,8 @@ cuDNN version: JAX checks while tracing) it uses XLA's attention, as every other
 head size other than the query's and float64 use the explicit formula, in one XLA kernel too.
 The layout is PyTorch's: ``(N, ..., L, E)`` for the query, ``(N, ..., S, E)`` for the key and
 ``(N, ..., S, Ev)`` for the value; the heads are dim -3. The gradient comes from ``jax.vjp``.
+
+Imports ``_dispatch``, ``_tensor``, ``ops.linalg`` and ``ops.random_ops``.
 """
 from __future__ import annotations
 

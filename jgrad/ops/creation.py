@@ -1,4 +1,8 @@
-"""Tensor factories: tensor, zeros, ones, full, arange, linspace, eye, *_like."""
+"""Tensor factories: tensor, zeros, ones, full, arange, linspace, eye, *_like.
+
+Imports ``_dispatch``, ``_tensor``, ``_device``, ``_dtype``, ``ops._registry`` and ``_factories``, which
+it fills in.
+"""
 from __future__ import annotations
 
 import math
@@ -7,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
+from .. import _dtype, _factories
 from .._device import MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax, get_default_device
 from .._dispatch import Op, call_factory
 from .._tensor import Tensor
@@ -275,3 +279,7 @@ def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
 
 def _device_of(arr):
     return _device_from_jax(next(iter(arr.devices())))
+
+
+# The factories autograd, random, graphs and the tensor class call without importing the op library.
+_factories.install(zeros=zeros, ones=ones, tensor=tensor, empty_like=empty_like, as_array=_as_array)

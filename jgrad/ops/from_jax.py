@@ -1,4 +1,7 @@
-"""``from_jax(fn)``: any jax function of arrays becomes a jgrad op (backward from ``jax.vjp``)."""
+"""``from_jax(fn)``: any jax function of arrays becomes a jgrad op (backward from ``jax.vjp``).
+
+Imports ``_dispatch`` and ``ops._registry``.
+"""
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,7 @@
-"""matmul, mm, bmm, einsum, linear; float32 matmul precision as PyTorch sets it."""
+"""matmul, mm, bmm, einsum, linear; float32 matmul precision as PyTorch sets it.
+
+Imports ``_dispatch``, ``_tensor`` and ``ops._registry``.
+"""
 from __future__ import annotations
 
 import jax

@@ -4,6 +4,9 @@ products, ``lerp``/``addcmul``/``addcdiv``/``outer``/``xlogy``, and indexing hel
 
 Ops whose output shape depends on data (``masked_select``, ``repeat_interleave`` with a tensor of
 repeats) read it on the host first, as PyTorch does on a GPU: a barrier in tiered execution.
+
+Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry`` and ``ops.pointwise``;
+``ops.creation`` and ``ops.shape`` at the call.
 """
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Neural-network ops (``jgrad.nn.functional``): softmax, log_softmax, losses, layer_norm,
-embedding. Gradients come from ``jax.vjp`` of each jax forward unless a formula is given."""
+embedding. Gradients come from ``jax.vjp`` of each jax forward unless a formula is given.
+
+Imports ``_dispatch``, ``_checks`` (deferred index checks), ``_dtype`` and ``ops._registry``;
+``ops.creation`` at the call.
+"""
 from __future__ import annotations
 
 import jax

@@ -4,6 +4,8 @@
 training, ``batch_norm`` and ``instance_norm`` update the running statistics they are given in
 place, as PyTorch does, with one fused kernel outside autograd (``_dispatch.call_foreach``):
 ``running = (1 - momentum) * running + momentum * batch_statistic``, the variance unbiased.
+
+Imports ``_dispatch`` and ``grad_mode``.
 """
 from __future__ import annotations
 

@@ -1,8 +1,14 @@
-"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, activations,
-comparisons (no grad), where, clamp, casts."""
-from __future__ import annotations
+"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, activations, where, clamp,
+clone, in-place arithmetic and Python's arithmetic operators on ``Tensor``.
 
-import builtins
+The helpers every elementwise family uses live here too: ``_promote`` (PyTorch's result type),
+``_check_operand``, ``_binary``, ``_unary_fn`` and ``_binop`` (a Python operator as a Tensor method).
+Comparisons and logic are in ``comparison.py``; casts, device transfers and ``copy_`` in ``conversion.py``.
+
+Imports ``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``; ``ops.shape``
+at the call of ``where(condition)`` alone (``nonzero``; shape imports this module's helpers).
+"""
+from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +18,6 @@ from .. import _dtype
 from .._checks import check_values
 from .._dispatch import Op, call, call_inplace, call_keyed
 from .._tensor import Tensor
-from ..autograd.node import InputMetadata
 from ._registry import broadcast_shapes, expect_tensor, host_values, scalar_type_name, tensor_method, type_name
 
 __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "floor_divide", "pow",
@@ -20,9 +25,7 @@ __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "sub
            "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "asin", "acos",
            "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "sigmoid", "relu", "erf", "reciprocal",
            "square", "sign", "floor", "ceil", "round", "trunc", "silu", "logsigmoid", "gelu", "softplus",
-           "leaky_relu", "elu", "hardtanh", "clamp", "clip", "where", "eq", "ne", "lt", "le", "gt", "ge",
-           "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "bitwise_not", "isnan", "isinf", "isfinite", "allclose", "isclose", "equal", "clone"]
+           "leaky_relu", "elu", "hardtanh", "clamp", "clip", "where", "clone"]
 
 _Number = (int, float, bool, complex)
 
@@ -440,177 +443,6 @@ def where(condition, input=None, other=None):
     return call(WHERE, condition, input, other)
 
 
-# ---- comparisons and logic (never differentiable) ------------------------------------
-def _cmp(name, fn):
-    return Op(name, lambda a, b: fn(*_promote(a, b)), differentiable=False)
-
-
-EQ, NE = _cmp("eq", jnp.equal), _cmp("ne", jnp.not_equal)
-LT, LE = _cmp("lt", jnp.less), _cmp("le", jnp.less_equal)
-GT, GE = _cmp("gt", jnp.greater), _cmp("ge", jnp.greater_equal)
-LOGICAL_AND = Op("logical_and", lambda a, b: jnp.logical_and(a, b), differentiable=False)
-LOGICAL_OR = Op("logical_or", lambda a, b: jnp.logical_or(a, b), differentiable=False)
-LOGICAL_XOR = Op("logical_xor", lambda a, b: jnp.logical_xor(a, b), differentiable=False)
-LOGICAL_NOT = Op("logical_not", jnp.logical_not, differentiable=False)
-BITWISE_AND = Op("bitwise_and", lambda a, b: jnp.bitwise_and(*_promote(a, b)), differentiable=False)
-BITWISE_OR = Op("bitwise_or", lambda a, b: jnp.bitwise_or(*_promote(a, b)), differentiable=False)
-BITWISE_XOR = Op("bitwise_xor", lambda a, b: jnp.bitwise_xor(*_promote(a, b)), differentiable=False)
-BITWISE_NOT = Op("bitwise_not", jnp.invert, differentiable=False)
-ISNAN = Op("isnan", jnp.isnan, differentiable=False)
-ISINF = Op("isinf", jnp.isinf, differentiable=False)
-ISFINITE = Op("isfinite", jnp.isfinite, differentiable=False)
-
-
-def eq(a, b):
-    return _binary(EQ, "eq", a, b)
-
-
-def ne(a, b):
-    return _binary(NE, "ne", a, b)
-
-
-def lt(a, b):
-    return _binary(LT, "lt", a, b)
-
-
-def le(a, b):
-    return _binary(LE, "le", a, b)
-
-
-def gt(a, b):
-    return _binary(GT, "gt", a, b)
-
-
-def ge(a, b):
-    return _binary(GE, "ge", a, b)
-
-
-def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return jnp.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-
-
-ALLCLOSE = Op("allclose", _allclose, differentiable=False)
-ISCLOSE = Op("isclose", lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False:
-             jnp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan), differentiable=False)
-
-
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> builtins.bool:
-    return builtins.bool(call(ALLCLOSE, a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    return call(ISCLOSE, a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-
-
-def equal(a, b) -> builtins.bool:
-    return a.shape == b.shape and builtins.bool(call(EQ, a, b).all())
-
-
-# ---- casts ---------------------------------------------------------------------
-def _cast_bwd(ctx, g):
-    return (g.astype(ctx.in_avals[0][1]),)
-
-
-CAST = Op("ToCopyBackward0", lambda a, dtype: a.astype(dtype), _cast_bwd, save=())
-
-
-def _cast(t, dt):
-    dt = _dtype.canonical(dt)
-    if t.dtype is dt:
-        return t
-    if t._req and not (dt.is_floating_point or dt.is_complex):
-        return call(CAST, t.detach(), dtype=dt.np)
-    return call(CAST, t, dtype=dt.np)
-
-
-def _transfer(t, dev):
-    from .._device import device as _device
-    from ..streams import _current_for
-    dev = _device(dev)
-    if dev is t._device:  # not t.device: a DTensor moved to one device (its mesh's local one too) is gathered there
-        return t
-    out = call(TRANSFER, t, device=dev, src=t._device)
-    # The dispatcher stamps outputs with the inputs' device and stream; a transfer's output lives on `dev`,
-    # written on its current stream after the (blocking) copy read the source on the source's stream.
-    src_stream = out._stream
-    out._device, out._stream = dev, _current_for(dev)
-    if src_stream is not None:
-        from ..streams import blocking_copy
-        blocking_copy(out, src_stream, out._stream, "Tensor.to()")
-    node = out._grad_fn
-    if node is not None:  # InputMetadata is shared between nodes: replace it, never mutate it
-        meta = node.input_metadata[0]
-        node.input_metadata = (InputMetadata(meta.shape, meta.dtype, dev, out._stream),)
-    return out
-
-
-class _TransferOp(Op):
-    """Device transfers run eagerly (``jax.device_put``); the backward moves the gradient back."""
-
-    __slots__ = ()
-
-    def kernel(self, key, attrs):
-        dev = attrs["device"]
-        return lambda a: jax.device_put(a, dev._placement)
-
-    def backward_kernel(self, key, attrs, mask, in_avals):
-        src = attrs["src"]
-        return lambda saved, outs, grads: (jax.device_put(grads[0], src._placement),)
-
-
-TRANSFER = _TransferOp("ToCopyBackward0", lambda a, device, src: jax.device_put(a, device._placement),
-                       lambda ctx, g: (g,), save=())
-
-
-@tensor_method()
-def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
-    for a in args:
-        if isinstance(a, _dtype.dtype):
-            dtype = a
-        elif isinstance(a, Tensor):
-            dtype, device = a.dtype, a.device
-        elif a is not None:
-            device = a
-    out = self
-    if device is not None:
-        out = _transfer(out, device)
-    if dtype is not None:
-        out = _cast(out, dtype)
-    if copy and out is self:
-        out = clone(self)
-    return out
-
-
-@tensor_method()
-def cpu(self):
-    return to(self, device="cpu")
-
-
-@tensor_method()
-def cuda(self, device=None):
-    return to(self, device=f"gpu:{device or 0}" if not isinstance(device, str) else device)
-
-
-@tensor_method("type")
-def _type(self, dtype=None):  # not named ``type``: that would shadow the builtin in this module
-    if dtype is None:
-        return f"jgrad.{self.dtype.name}"
-    return _cast(self, dtype)
-
-
-@tensor_method()
-def type_as(self, other):
-    return _cast(self, other.dtype)
-
-
-for _name, _dt in (("float", _dtype.float32), ("double", _dtype.float64), ("half", _dtype.float16),
-                   ("bfloat16", _dtype.bfloat16), ("long", _dtype.int64), ("int", _dtype.int32),
-                   ("bool", _dtype.bool)):
-    tensor_method(_name)(lambda self, _dt=_dt: _cast(self, _dt if _dt.itemsize < 8 or _dtype.x64_enabled()
-                                                     else _dtype.canonical(_dt)))
-
-
 CLONE = Op("CloneBackward0", lambda a: a, lambda ctx, g: (g,), save=())
 
 
@@ -681,18 +513,6 @@ def zero_(self):
     return call_inplace(ZERO, self)
 
 
-COPY = Op("CopyBackwards", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape),
-          lambda ctx, g: (None, g), save=())
-
-
-@tensor_method("copy_")
-def copy_(self, src, non_blocking=False):
-    """Copy ``src`` into this tensor (broadcasting, casting and moving devices as needed)."""
-    if isinstance(src, Tensor) and src.device is not self.device:
-        src = _transfer(src, self.device)
-    return call_inplace(COPY, self, src)
-
-
 def _inplace_unary(op):
     return lambda self: call_inplace(op, self)
 
@@ -750,8 +570,6 @@ def round(input, *, decimals=0):  # noqa: A001 - PyTorch's name
 
 
 silu, logsigmoid = _unary_fn(SILU, "silu"), _unary_fn(LOGSIGMOID, "logsigmoid")
-logical_not, bitwise_not = _unary_fn(LOGICAL_NOT, "logical_not"), _unary_fn(BITWISE_NOT, "bitwise_not")
-isnan, isinf, isfinite = _unary_fn(ISNAN, "isnan"), _unary_fn(ISINF, "isinf"), _unary_fn(ISFINITE, "isfinite")
 
 
 def gelu(input, approximate="none"):
@@ -781,42 +599,15 @@ def hardtanh(input, min_val=-1.0, max_val=1.0):
     return call(HARDTANH, input, min_val=min_val, max_val=max_val)
 
 
-def logical_and(a, b):
-    return _binary(LOGICAL_AND, "logical_and", a, b)
-
-
-def logical_or(a, b):
-    return _binary(LOGICAL_OR, "logical_or", a, b)
-
-
-def logical_xor(a, b):
-    return _binary(LOGICAL_XOR, "logical_xor", a, b)
-
-
-def bitwise_and(a, b):
-    return _binary(BITWISE_AND, "bitwise_and", a, b)
-
-
-def bitwise_or(a, b):
-    return _binary(BITWISE_OR, "bitwise_or", a, b)
-
-
-def bitwise_xor(a, b):
-    return _binary(BITWISE_XOR, "bitwise_xor", a, b)
-
-
 for _name, _fn in dict(
         neg=neg, negative=neg, abs=abs, absolute=abs, exp=exp, log=log, log2=log2, log10=log10, log1p=log1p,
         expm1=expm1, sqrt=sqrt, rsqrt=rsqrt, sin=sin, cos=cos, tan=tan, tanh=tanh, asin=asin, acos=acos,
         atan=atan, arcsin=asin, arccos=acos, arctan=atan, sinh=sinh, cosh=cosh, sigmoid=sigmoid, relu=relu,
         erf=erf, reciprocal=reciprocal, square=square, sign=sign, floor=floor, ceil=ceil, round=round,
-        trunc=trunc, logical_not=logical_not, isnan=isnan, isinf=isinf, isfinite=isfinite,
-        bitwise_not=bitwise_not, add=add, sub=sub, mul=mul, div=div, true_divide=div, divide=div,
+        trunc=trunc, add=add, sub=sub, mul=mul, div=div, true_divide=div, divide=div,
         multiply=mul, subtract=sub, floor_divide=floor_divide, pow=pow, maximum=maximum, minimum=minimum,
-        remainder=remainder, fmod=fmod, atan2=atan2, clamp=clamp, clip=clamp, eq=eq, ne=ne, lt=lt, le=le,
-        gt=gt, ge=ge, logical_and=logical_and, logical_or=logical_or, logical_xor=logical_xor,
-        bitwise_and=bitwise_and, bitwise_or=bitwise_or, bitwise_xor=bitwise_xor, allclose=allclose,
-        isclose=isclose, equal=equal, clone=clone, where=lambda self, cond, other: where(cond, self, other),
+        remainder=remainder, fmod=fmod, atan2=atan2, clamp=clamp, clip=clamp,
+        clone=clone, where=lambda self, cond, other: where(cond, self, other),
 ).items():
     tensor_method(_name)(getattr(_fn, "_method", _fn))
 
@@ -860,18 +651,11 @@ for _name, _op, _check, _attrs in (("floordiv", DIV, _check_int_division, {"roun
                                    ("mod", REMAINDER, _check_int_division, {}), ("pow", POW, _check_int_pow, {})):
     setattr(Tensor, f"__{_name}__", _checked_binop(_op, _check, **_attrs))
     setattr(Tensor, f"__r{_name}__", _checked_binop(_op, _check, True, **_attrs))
-for _name, _op in (("eq", EQ), ("ne", NE), ("lt", LT), ("le", LE), ("gt", GT), ("ge", GE),
-                   ("and", BITWISE_AND), ("or", BITWISE_OR), ("xor", BITWISE_XOR)):
-    setattr(Tensor, f"__{_name}__", _binop(_op))
-for _name, _op in (("and", BITWISE_AND), ("or", BITWISE_OR), ("xor", BITWISE_XOR)):
-    setattr(Tensor, f"__r{_name}__", _binop(_op, True))
 Tensor.__neg__ = lambda self: call(NEG, self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: call(ABS, self)
-Tensor.__invert__ = lambda self: call(BITWISE_NOT, self)  # logical not on bool tensors
 Tensor.__array_priority__ = 1000  # ndarray + Tensor defers to Tensor.__radd__, as with PyTorch
 Tensor.__iadd__ = lambda self, other: add_(self, other)
 Tensor.__isub__ = lambda self, other: sub_(self, other)
 Tensor.__imul__ = lambda self, other: mul_(self, other)
 Tensor.__itruediv__ = lambda self, other: div_(self, other)
-Tensor.__hash__ = object.__hash__

@@ -1,4 +1,8 @@
-"""Random factories and dropout, driven by ``jgrad.random`` generators (JAX PRNG keys)."""
+"""Random factories and dropout, driven by ``jgrad.random`` generators (JAX PRNG keys).
+
+Imports ``_dispatch``, ``_tensor``, ``_device``, ``_dtype``, ``random`` (the generators) and
+``ops._registry``.
+"""
 from __future__ import annotations
 
 import jax

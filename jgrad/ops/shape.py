@@ -1,5 +1,9 @@
 """Shape and indexing ops. Views are copies in jgrad (JAX arrays are immutable); every
-op here is differentiable through its formula or ``jax.vjp``."""
+op here is differentiable through its formula or ``jax.vjp``.
+
+Imports ``_dispatch``, ``_checks`` (deferred index checks), ``_dtype``, ``_tensor`` and
+``ops._registry``; ``ops.creation`` at the call.
+"""
 from __future__ import annotations
 
 import builtins

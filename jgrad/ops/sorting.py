@@ -3,6 +3,8 @@
 Sorts are stable (``stable=False`` gives the stable order too, which PyTorch allows). NaN sorts
 as the largest value, as in PyTorch. Gradients of ``sort``/``topk``/``kthvalue`` flow to the
 positions the indices name (PyTorch's ``value_selecting_reduction_backward``).
+
+Imports ``_dispatch``, ``_dtype``, ``_tensor`` and ``ops._registry``; ``ops.creation`` at the call.
 """
 from __future__ import annotations
 

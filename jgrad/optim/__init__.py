@@ -1,4 +1,9 @@
-"""``jgrad.optim``: Optimizer, SGD, Adam, AdamW (``torch.optim``), each step one fused XLA kernel; ``lr_scheduler``."""
+"""``jgrad.optim``: Optimizer, SGD, Adam, AdamW (``torch.optim``), each step one fused XLA kernel; ``lr_scheduler``.
+
+Imports its modules. Optimizers sit beside ``nn``: they import ``_dispatch`` (``call_foreach``),
+``_segment`` (a step ends with a barrier), ``_tensor``, ``grad_mode``, ``ops.creation`` and ``nn``
+(hooks, ``Module``).
+"""
 from . import lr_scheduler
 from .adam import Adam, AdamW
 from .optimizer import Optimizer, required

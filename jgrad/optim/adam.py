@@ -1,4 +1,7 @@
-"""``Adam`` and ``AdamW`` (decoupled weight decay), with PyTorch's update formulas."""
+"""``Adam`` and ``AdamW`` (decoupled weight decay), with PyTorch's update formulas.
+
+Imports ``_dispatch``, ``grad_mode``, ``ops.creation`` and ``optim.optimizer``.
+"""
 from __future__ import annotations
 
 import math

@@ -6,6 +6,8 @@ rates are Python floats on the host: jgrad's optimizers pass them to their fused
 dynamic scalars, so a schedule never recompiles a kernel. The chainable (recursive) forms are
 PyTorch's, so the values match PyTorch's to the last bit; ``step(epoch)`` (deprecated in PyTorch)
 uses the closed forms where PyTorch has them.
+
+Imports ``optim.optimizer`` only.
 """
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 Subclasses update every parameter of a group with one compiled kernel
 (``_dispatch.call_foreach``): hyperparameters travel as dynamic scalars, so a
 learning-rate schedule never recompiles.
+
+Imports ``_dtype``, ``_segment`` (the end of ``step()`` is a barrier in "auto" mode), ``_tensor``,
+``grad_mode``, ``nn.hooks`` and ``nn.module``.
 """
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``SGD``: stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
+"""``SGD``: stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+Imports ``_dispatch``, ``grad_mode``, ``ops.creation`` and ``optim.optimizer``.
+"""
 from __future__ import annotations
 
 from .._dispatch import Op, call_foreach

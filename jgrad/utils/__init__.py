@@ -1,2 +1,5 @@
-"""``jgrad.utils`` (``torch.utils``): ``data``."""
+"""``jgrad.utils`` (``torch.utils``): ``data``.
+
+Imports ``utils.data``.
+"""
 from . import data  # noqa: F401

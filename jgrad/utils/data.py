@@ -7,6 +7,9 @@ field). Shuffling draws a permutation
 from a jgrad ``Generator`` (the default one unless ``generator=`` is given) once per epoch, so a seed
 gives the same batches. ``num_workers > 0`` and ``pin_memory`` are accepted and ignored: the data
 is loaded in the calling process (XLA copies host data to a device itself).
+
+Imports ``_tensor``; ``_dtype`` and the op library (``creation``, ``random_ops``, ``shape``) at the
+call.
 """
 from __future__ import annotations
 

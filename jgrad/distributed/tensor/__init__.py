@@ -4,6 +4,8 @@
 mesh; ops on it run as SPMD programs (GSPMD), autograd and optimizers work through them, and
 ``t.placements``, ``t.device_mesh``, ``t.full_tensor()``, ``t.to_local()``, ``t.redistribute(...)``
 describe and move it. See docs/distributed.md.
+
+Imports ``_api``, ``placement_types`` and ``distributed._mesh``.
 """
 from ._api import DTensor, distribute_module, distribute_tensor
 from .placement_types import Partial, Placement, Replicate, Shard

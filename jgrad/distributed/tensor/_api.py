@@ -12,6 +12,9 @@ one into a program on another device set, so these run eagerly (their input's pe
 first in "auto" mode; inside a capture they are an error) and are differentiable through
 ``Function``s named as PyTorch's nodes (``FromTorchTensorBackward``, ``ToTorchTensorBackward``,
 ``RedistributeBackward``).
+
+Imports ``_tensor``, ``_device``, ``_dtype``, ``streams``, autograd (``Function``, ``grad_mode``),
+``distributed._mesh`` and ``placement_types``; ``distributed._collectives`` at the call.
 """
 from __future__ import annotations
 

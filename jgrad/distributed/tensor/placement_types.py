@@ -1,4 +1,7 @@
-"""Placements: how a tensor is laid out along each dimension of a DeviceMesh (``Shard``, ``Replicate``)."""
+"""Placements: how a tensor is laid out along each dimension of a DeviceMesh (``Shard``, ``Replicate``).
+
+Imports nothing of jgrad.
+"""
 from __future__ import annotations
 
 

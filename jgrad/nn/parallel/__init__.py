@@ -1,4 +1,7 @@
-"""``jgrad.nn.parallel``: ``DistributedDataParallel`` on JAX's SPMD (``torch.nn.parallel``)."""
+"""``jgrad.nn.parallel``: ``DistributedDataParallel`` on JAX's SPMD (``torch.nn.parallel``).
+
+Imports ``nn.parallel.distributed``.
+"""
 from .distributed import DistributedDataParallel
 
 __all__ = ["DistributedDataParallel"]

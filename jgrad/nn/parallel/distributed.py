@@ -12,6 +12,8 @@ Why that is PyTorch's average: with N ranks of b samples, PyTorch's gradient is
 that is ``grad`` of the mean over all N*b samples, the loss a global program computes. (A loss that
 *sums* over samples gives N times PyTorch's gradient: PyTorch still divides by N.) Optimizers run
 unchanged: their fused update is one more SPMD kernel on replicated tensors.
+
+Imports ``_tensor``, ``_device``, ``nn.module`` and ``jgrad.distributed`` (meshes, DTensors).
 """
 from __future__ import annotations
 

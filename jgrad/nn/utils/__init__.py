@@ -1,4 +1,7 @@
-"""``jgrad.nn.utils`` (``torch.nn.utils``): gradient clipping, parameters as one vector, ``rnn.pad_sequence``."""
+"""``jgrad.nn.utils`` (``torch.nn.utils``): gradient clipping, parameters as one vector, ``rnn.pad_sequence``.
+
+Imports its three modules.
+"""
 from . import rnn  # noqa: F401
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters

@@ -3,6 +3,8 @@
 As PyTorch's foreach path: the total norm is one kernel over every gradient, and the scaling (or
 clamping) of the gradients one more, updating each ``.grad`` in place (``_dispatch.call_foreach``:
 no history, versions bumped). Nothing is read on the host unless ``error_if_nonfinite=True``.
+
+Imports ``_dispatch``, ``_tensor``, ``grad_mode`` and ``ops.creation``.
 """
 from __future__ import annotations
 

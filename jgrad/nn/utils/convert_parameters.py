@@ -1,4 +1,7 @@
-"""``parameters_to_vector`` / ``vector_to_parameters``: all parameters as one flat vector and back."""
+"""``parameters_to_vector`` / ``vector_to_parameters``: all parameters as one flat vector and back.
+
+Imports ``_tensor`` and ``ops.shape``.
+"""
 from __future__ import annotations
 
 from ..._tensor import Tensor

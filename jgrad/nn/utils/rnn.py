@@ -1,4 +1,7 @@
-"""``torch.nn.utils.rnn`` helpers for padded batches of sequences (``PackedSequence`` is not supported)."""
+"""``torch.nn.utils.rnn`` helpers for padded batches of sequences (``PackedSequence`` is not supported).
+
+Imports ``ops.shape``.
+"""
 from __future__ import annotations
 
 from ...ops.shape import pad, stack

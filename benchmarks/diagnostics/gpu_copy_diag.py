@@ -1,6 +1,6 @@
 """What the docs' loop (``static_x.copy_(x); static_y.copy_(y); g.replay()``) costs per step, and where.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_copy_diag [--device gpu]
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.gpu_copy_diag [--device gpu]
 
 For the small-MLP capture of ``benchmarks.capture``: how many device addresses the static input takes
 over six ``copy_`` calls (each copy_ rebinds the tensor to a new array), and per call two ``copy_``
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.gpu_replay_diag import _time as diag_time
+from benchmarks.diagnostics.gpu_replay_diag import _time as diag_time
 
 
 def _per_call(fn, block):

@@ -1,6 +1,6 @@
 """Where a small-MLP step's time goes on a GPU: host issue vs device, jax.jit vs jgrad replay, per XLA flags.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_diag [--flags "--xla_gpu_enable_command_buffer=" ...] [--tf32]
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.gpu_replay_diag [--flags "--xla_gpu_enable_command_buffer=" ...] [--tf32]
 
 For each XLA_FLAGS variant (each in a fresh process: XLA reads the flags once) and for both the
 ``jax.jit`` whole step and the jgrad captured step, prints:
@@ -118,9 +118,9 @@ def child(n, repeat):
     def step_nokey(ps, x, y):
         l2, p2, _ = inner(ps, jax.random.PRNGKey(0), x, y)
         return l2, p2
-    from jgrad import _capture
+    from jgrad import _compile
     for name, opts in (("jax.jit, no key", None), ("jax.jit, no key, jgrad's compiler options",
-                                                   _capture.gpu_compiler_options)):
+                                                   _compile.gpu_compiler_options)):
         lo = jax.jit(step_nokey, donate_argnums=(0,)).lower(st["p"], x, y)
         exe = lo.compile(compiler_options=dict(opts)) if opts else lo.compile()
         st2 = {"p": jax.tree_util.tree_map(jnp.copy, st["p"])}
@@ -138,7 +138,7 @@ def child(n, repeat):
         p2 = jax.tree_util.tree_map(lambda p_, g_: p_ - w.lr * g_, ps, grads)
         return l2, p2, jnp.concatenate([g_.ravel() for g_ in jax.tree_util.tree_leaves(grads)])
     for name, opts in (("jax.jit, grads packed", None), ("jax.jit, grads packed, jgrad's compiler options",
-                                                         _capture.gpu_compiler_options)):
+                                                         _compile.gpu_compiler_options)):
         lo = jax.jit(step_packed, donate_argnums=(0,)).lower(st["p"], x, y)
         exe = lo.compile(compiler_options=dict(opts)) if opts else lo.compile()
         _dump_hlo(name, exe)
@@ -153,13 +153,13 @@ def child(n, repeat):
     loss_mod = nn.MSELoss()
     model_e, opt_e, model_r, opt_r, x_r, y_r, *_ = capture._jg_setup(w, loss_mod)
     params_r = list(model_r.parameters())
-    mine = _capture.gpu_compiler_options
+    mine = _compile.gpu_compiler_options
     for name, opts, pack in (("jgrad replay, outputs not packed, XLA default options", None, False),
                              ("jgrad replay, outputs not packed, min_graph_size=1", {"xla_gpu_graph_min_graph_size": 1},
                               False),
                              ("jgrad replay, min_graph_size=1", {"xla_gpu_graph_min_graph_size": 1}, True),
                              ("jgrad replay", mine, True)):
-        _capture.gpu_compiler_options = opts
+        _compile.gpu_compiler_options = opts
         opt_r.zero_grad(set_to_none=True)
         g = jg.Graph()
         g._pack_outputs = pack
@@ -214,7 +214,7 @@ def main(argv=None):
         return 0
     for flags in a.flags or DEFAULT_VARIANTS:  # pass as --flags=VALUE
         env = dict(os.environ, XLA_FLAGS=flags, DIAG_TF32="1" if a.tf32 else "0")
-        r = subprocess.run([sys.executable, "-m", "benchmarks.gpu_replay_diag", "--_child", "-n", str(a.n),
+        r = subprocess.run([sys.executable, "-m", "benchmarks.diagnostics.gpu_replay_diag", "--_child", "-n", str(a.n),
                             "--repeat", str(a.repeat)], env=env, capture_output=True, text=True)
         line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
         print(f"=== XLA_FLAGS={flags!r}")

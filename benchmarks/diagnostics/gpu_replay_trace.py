@@ -1,6 +1,6 @@
 """Device time vs host time of the small-MLP step, from a ``jax.profiler`` trace, per XLA scheduling mode.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_trace [--tf32] [--steps 100] [--trace-dir DIR]
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.gpu_replay_trace [--tf32] [--steps 100] [--trace-dir DIR]
 
 For the ``jax.jit`` whole step (as is, with XLA's Triton GEMM fusions off, and returning its gradients
 packed) and the jgrad captured step (as is, with its in-place state unpacked, with
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from collections import defaultdict
 
-from benchmarks.gpu_replay_diag import _time as diag_time
+from benchmarks.diagnostics.gpu_replay_diag import _time as diag_time
 
 CONCURRENT = {"xla_gpu_command_buffer_scheduling_mode": "CONCURRENT"}
 # Whether XLA's own Triton GEMM fusions (a dot with its producers/consumers fused in) are what makes a step slow.
@@ -102,7 +102,7 @@ def _programs(w):
     import jax.numpy as jnp
 
     from benchmarks import capture, common
-    from jgrad import _capture, nn
+    from jgrad import _capture, _compile, nn
 
     x, y = jnp.asarray(w.X), jnp.asarray(w.Y)
     for name, opts in (("jax.jit step", None), ("jax.jit step, Triton GEMMs off", NO_TRITON_GEMM)):
@@ -133,7 +133,7 @@ def _programs(w):
 
     loss_mod = nn.MSELoss()
     _, _, model, opt, x_r, y_r, *_ = capture._jg_setup(w, loss_mod)
-    default = _capture.gpu_compiler_options
+    default = _compile.gpu_compiler_options
     # (name, compiler options, pack_state, .grads set to None at the end of the capture: nothing outlives the
     # step but the parameters and the loss, as in jax.jit's step)
     nograds = "jgrad replay, .grads set to None in the graph"
@@ -143,11 +143,11 @@ def _programs(w):
             ("jgrad replay, CONCURRENT", {**(default or {}), **CONCURRENT}, True, False),
             (nograds, default, True, True),
             (nograds + ", Triton GEMMs off", {**(default or {}), **NO_TRITON_GEMM}, True, True)):
-        _capture.gpu_compiler_options, _capture.pack_state = opts, state
+        _compile.gpu_compiler_options, _capture.pack_state = opts, state
         try:
             g, static_loss = capture.jg_capture(model, opt, loss_mod, x_r, y_r, grads_to_none_inside=to_none)
         finally:
-            _capture.gpu_compiler_options, _capture.pack_state = default, True
+            _compile.gpu_compiler_options, _capture.pack_state = default, True
 
         def replay(g=g, static_loss=static_loss):
             g.replay()

@@ -1,12 +1,12 @@
 """jgrad on a GPU: gradients vs jax.grad, streams, the device thread, the sanitizer.
 
-    python benchmarks/gpu_smoke.py      (prints PASS/FAIL lines; exits non-zero on failure)
+    python benchmarks/diagnostics/gpu_smoke.py      (prints PASS/FAIL lines; exits non-zero on failure)
 """
 import os
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -1,6 +1,6 @@
-"""Experiments behind the capture notes in RESULTS.md (issue 5): plain jax, no jgrad in the timed code.
+"""Experiments behind the capture notes (docs/capture.md, benchmarks/results/): plain jax, no jgrad in the timed code.
 
-    PYTHONPATH=$PWD python benchmarks/gpu_xla_experiments.py
+    PYTHONPATH=$PWD python benchmarks/diagnostics/gpu_xla_experiments.py
 
 1. host cost per output of an executable (19 arguments; 1, 17 or 33 outputs);
 2. the small MLP step under jax.jit, with the gradients as extra outputs or not, packed into one array or

@@ -1,6 +1,6 @@
-"""Why the small-MLP replay is slower inside ``benchmarks.capture`` than timed alone (issue 5).
+"""Why the small-MLP replay is slower inside ``benchmarks.capture`` than timed alone.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_replay_context [--repeat 9] [--tf32] [--no-pack-state] [--updates-log FILE]
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.gpu_replay_context [--repeat 9] [--tf32] [--no-pack-state] [--updates-log FILE]
 
 Builds the small-MLP variants exactly as ``benchmarks.capture`` does (same models, warm-up,
 capture, jax step, torch eager and CUDA-graph replay) in one process, then times the jgrad
@@ -28,7 +28,7 @@ import sys
 import time
 
 from benchmarks import capture, common
-from benchmarks.gpu_replay_diag import _time as diag_time
+from benchmarks.diagnostics.gpu_replay_diag import _time as diag_time
 
 
 def _build(tdev):
@@ -147,7 +147,7 @@ def main(argv=None):
     if a.updates_log:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="command_buffer_thunk=3")
         with open(a.updates_log, "w") as err:
-            subprocess.run([sys.executable, "-m", "benchmarks.gpu_replay_context", "--repeat", str(a.repeat),
+            subprocess.run([sys.executable, "-m", "benchmarks.diagnostics.gpu_replay_context", "--repeat", str(a.repeat),
                             "--device", a.device] + (["--tf32"] if a.tf32 else [])
                            + (["--no-pack-state"] if a.no_pack_state else []), env=env, stderr=err, stdout=subprocess.DEVNULL)
         summarize_updates(a.updates_log)
@@ -155,7 +155,7 @@ def main(argv=None):
     capture._quiet_donation()
     jdev, tdev = common.setup_device(a.device)
     env = common.environment(jdev, tdev)
-    common.print_header("small-MLP replay in company (issue 5)", env)
+    common.print_header("small-MLP replay in company", env)
     capture.set_precision(a.tf32, tdev)
     capture._process_warmup()
     variants, host, jg = _build(tdev)

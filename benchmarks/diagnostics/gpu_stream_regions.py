@@ -1,6 +1,6 @@
-"""Which spellings of a ``compute_on('gpu_stream:N')`` region compile and overlap, per XLA flags (issue 5).
+"""Which spellings of a ``compute_on('gpu_stream:N')`` region compile and overlap, per XLA flags.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_stream_regions [--flags=VALUE ...]
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.gpu_stream_regions [--flags=VALUE ...]
 
 Each XLA_FLAGS variant runs in a fresh process (XLA reads the flags once). In each, three ways of
 putting the second of two independent chains (20 x ``tanh(a @ w)``, 128x128) on stream 1:
@@ -104,7 +104,7 @@ def main(argv=None):
         return 0
     for flags in a.flags or DEFAULT_VARIANTS:
         env = dict(os.environ, XLA_FLAGS=flags)
-        r = subprocess.run([sys.executable, "-m", "benchmarks.gpu_stream_regions", "--_child"], env=env,
+        r = subprocess.run([sys.executable, "-m", "benchmarks.diagnostics.gpu_stream_regions", "--_child"], env=env,
                            capture_output=True, text=True)
         line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
         print(f"=== XLA_FLAGS={flags!r}")

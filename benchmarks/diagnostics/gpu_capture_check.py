@@ -1,6 +1,6 @@
 """Capture on a GPU: correctness of the CPU-tested scenarios on the device, and stream regions.
 
-    PYTHONPATH=$PWD python -m benchmarks.gpu_capture_check
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.gpu_capture_check
 
 Checks (PASS/FAIL lines, no assertions): whole-network capture with Dropout and SGD vs the
 eager loop, make_graphed_callables vs an ungraphed control, a two-stream branch-and-rejoin
