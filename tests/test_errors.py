@@ -22,9 +22,16 @@ from _op_helpers import SETTINGS
 def _raised(fn, T):
     try:
         fn(T)
+        if T is jg:
+            jg.synchronize()  # values on a GPU are checked beside the kernel, reported at the next sync
     except Exception as e:  # noqa: BLE001 - the point is to see what was raised
         return e
     return None
+
+
+def _same_message(got, want):
+    """Equal, or PyTorch's message followed by where a deferred device-side check was issued and noticed."""
+    return got == want or (got.startswith(want + " (") and " issued at " in got and "; noticed at " in got)
 
 
 def check_cases(cases):
@@ -34,10 +41,14 @@ def check_cases(cases):
         assert te is not None, f"{name}: torch did not raise"
         je = _raised(fn, jg)
         assert je is not None, f"{name}: jgrad did not raise (torch: {type(te).__name__}: {te})"
-        assert type(je).__name__ == type(te).__name__, \
+        want_type, expected = type(te).__name__, str(te)
+        if isinstance(own, tuple):  # PyTorch releases disagree (type and message): jgrad's are named
+            want_type, expected = own
+        elif own is not None:
+            expected = own
+        assert type(je).__name__ == want_type, \
             f"{name}: jgrad raised {type(je).__name__}: {je}; torch {type(te).__name__}: {te}"
-        expected = str(te) if own is None else own
-        assert str(je) == expected, f"{name}:\n jgrad: {je}\n want:  {expected}"
+        assert _same_message(str(je), expected), f"{name}:\n jgrad: {je}\n want:  {expected}"
 
 
 class Survivor:
@@ -222,7 +233,9 @@ def test_size_types():
         ("ones('3')", lambda T: T.ones("3"), None), ("ones([2.5])", lambda T: T.ones([2.5]), None),
         ("ones(2, 2.5)", lambda T: T.ones(2, 2.5), None), ("ones((2, 2.5))", lambda T: T.ones((2, 2.5)), None),
         ("ones(True)", lambda T: T.ones(True), None), ("empty(2.0)", lambda T: T.empty(2.0), None),
-        ("ones(float tensor)", lambda T: T.ones(T.tensor(2.0)), None), ("ones()", lambda T: T.ones(), None),
+        ("ones(float tensor)", lambda T: T.ones(T.tensor(2.0)), None),
+        # torch 2.13's wording; 2.11 lists every overload
+        ("ones()", lambda T: T.ones(), 'ones() missing 1 required positional arguments: "size"'),
         ("full(2.5)", lambda T: T.full((2.5,), 1.0), None), ("full(int)", lambda T: T.full(2, 1.0), None),
         ("randn(2.5)", lambda T: T.randn(2.5), None), ("rand(None)", lambda T: T.rand(None), None),
         ("zeros(2**63)", lambda T: T.zeros(2 ** 63), "zeros(): argument 'size' failed to unpack the object at pos 1 "
@@ -321,7 +334,8 @@ def test_type_errors():
         ("x.mul_(None)", lambda T: x(T).mul_(None), "mul_(): argument 'other' must be Tensor, not NoneType"),
         ("maximum", lambda T: T.maximum(x(T), "a"), "maximum(): argument 'other' must be Tensor, not str"),
         ("matmul", lambda T: T.matmul(x(T), None), "matmul(): argument 'other' must be Tensor, not NoneType"),
-        ("sum(dim=str)", lambda T: x(T).sum(dim="a"), "sum(): argument 'dim' must be tuple of ints, not str"),
+        # torch 2.13's TypeError; 2.11 takes the string as a dimension name (RuntimeError: Name 'a' not found)
+        ("sum(dim=str)", lambda T: x(T).sum(dim="a"), ("TypeError", "sum(): argument 'dim' must be tuple of ints, not str")),
         ("sum(dim=1.5)", lambda T: x(T).sum(dim=1.5), "sum(): argument 'dim' must be tuple of ints, not float"),
         ("mean(dim=[str])", lambda T: x(T).mean(dim=["a"]),
          "mean(): argument 'dim' must be tuple of ints, but found element of type str at pos 0"),
@@ -443,7 +457,10 @@ def test_numpy_protocol_refuses_requires_grad():
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
 
 
-def test_manual_seed_range():
+def test_manual_seed_range(monkeypatch):
+    # torch.manual_seed queues CUDA's seeding before it checks the range: a refused seed would break torch's
+    # CUDA initialisation for the rest of the process (and the interop tests after this one) on a GPU machine
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: None)
     for seed in (-1, -2 ** 63, 2 ** 63, 2 ** 64 - 1, 0, 7, 1.5, "3"):
         for T in (torch, jg):
             T.manual_seed(seed)  # int(seed) first
