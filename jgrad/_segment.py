@@ -79,7 +79,7 @@ import jax
 from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
 from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from . import _segment_run as _run
+from . import _host_copies, _segment_run as _run
 from ._dtype import x64_scope
 
 _made = Buffer.made
@@ -277,10 +277,11 @@ class _Entry:
     """One structure at a barrier (trie node and live outputs): how often seen, its executables once compiled (one
     per set of donated inputs it was compiled for) and its outputs' layout."""
 
-    __slots__ = ("seen", "variants", "thread", "failed", "layout")
+    __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read")
 
     def __init__(self):
         self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
+        self.scalars_read = False  # a 0-d result was read on the host (_host_copies): compile host copies in
 
     def pick(self, donatable):
         """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
@@ -303,6 +304,10 @@ gpu_compiler_options = None
 #: more than a small kernel); a packed one costs a device copy instead, cheap on a GPU and not on a CPU,
 #: where packing would also make the first compiled run's structure differ from the next one's.
 pack_outputs = None
+#: 0-d results (a loss, a metric) that the program reads also come back in pinned host memory, so that
+#: ``item()`` reads them without a device-to-host copy (``_host_copies``): None on GPUs only (on a plain device,
+#: not a mesh); True on any device; False never.
+host_copies = None
 #: Largest output (bytes) that is packed (the capture's rule: above ~1 MiB the copy costs more).
 pack_max_bytes = 1 << 20
 
@@ -523,7 +528,17 @@ class Segment(Recorder):
                     _stats.donated_runs += 1
                 return entry.layout.bind(outs, live)
         _stats.interpreted += 1
-        return self._interpret(out_idx), None
+        vals = self._interpret(out_idx)
+        if not entry.scalars_read and self._wants_host_copies():
+            for b, v in zip(live, vals):
+                if b.ndim == 0:
+                    _host_copies.watch(v, entry)
+        return vals, None
+
+    def _wants_host_copies(self):
+        if host_copies is not None:
+            return host_copies
+        return self.device.type == "gpu" and type(self.device) is _Device
 
     def _donatable(self):
         """Input positions nothing can read after this run: a flat array whose pack's buffers are all gone, and an
@@ -559,13 +574,20 @@ class Segment(Recorder):
     def _start_compile(self, entry, live, donate):
         steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers
         if entry.layout is None:
-            entry.layout = _run.Layout(live, device, pack_outputs, pack_max_bytes)
+            host = entry.scalars_read and self._wants_host_copies()
+            entry.layout = _run.Layout(live, device, pack_outputs, pack_max_bytes, host)
         layout = entry.layout
 
         def work():
             t0 = time.perf_counter()
             try:
-                exe = _run.compile_segment(steps, n, specs, layout, donate, device, gpu_compiler_options)
+                try:
+                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, gpu_compiler_options)
+                except Exception:  # noqa: BLE001 - a platform without pinned host memory: without the copies
+                    if not layout.host or entry.variants:
+                        raise
+                    layout.drop_host_copies()
+                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, gpu_compiler_options)
             except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
                 entry.failed = f"{type(e).__name__}: {e}"
                 _stats.compile_failures += 1

@@ -11,6 +11,7 @@ import weakref
 
 import jax
 
+from . import _host_copies
 from ._compile import _Progress, compiler_options
 from ._recorder import _tree_unflatten
 from ._dtype import x64_scope
@@ -19,12 +20,17 @@ _weakref = weakref.ref
 _tree_leaves = jax.tree_util.tree_leaves
 
 
+#: At most this many 0-d results of a segment come back a second time, in pinned host memory (_host_copies).
+MAX_HOST_COPIES = 4
+
+
 class Layout:
-    """Where each live buffer of a compiled segment comes back: its own output, or a place in a flat array."""
+    """Where each live buffer of a compiled segment comes back: its own output, or a place in a flat array; and
+    which 0-d results come back a second time in pinned host memory (``host``, read by ``item()``)."""
 
-    __slots__ = ("separate", "separate_idx", "groups", "group_idx", "where")
+    __slots__ = ("separate", "separate_idx", "groups", "group_idx", "where", "host", "host_idx")
 
-    def __init__(self, live, device, pack_outputs, pack_max_bytes):
+    def __init__(self, live, device, pack_outputs, pack_max_bytes, host_copies=False):
         pack = pack_outputs if pack_outputs is not None else device.type != "cpu"
         by_dtype = {}
         self.separate = []
@@ -43,15 +49,23 @@ class Layout:
             for p in g:
                 self.where[live[p].index] = (gi, off)
                 off += live[p].size
+        self.host = [p for p in self.separate if live[p].ndim == 0][:MAX_HOST_COPIES] if host_copies else []
+        self.host_idx = [live[p].index for p in self.host]
+
+    def drop_host_copies(self):
+        self.host, self.host_idx = [], []
 
     def bind(self, outs, live):
         """(value per live buffer, None where packed; the _Pack or None) of one call's outputs."""
         vals = [None] * len(live)
         for p, v in zip(self.separate, outs):
             vals[p] = v
+        n_out = len(self.separate) + len(self.groups)
+        for p, h in zip(self.host, outs[n_out:]):
+            _host_copies.register(vals[p], h)
         if not self.groups:
             return vals, None
-        return vals, Pack(outs[len(self.separate):], self.where, [live[p] for g in self.groups for p in g])
+        return vals, Pack(outs[len(self.separate):n_out], self.where, [live[p] for g in self.groups for p in g])
 
 
 class Pack:
@@ -149,16 +163,25 @@ def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options
     """One executable running ``steps`` on inputs of ``specs``, returning ``layout``'s outputs; ``donate``: input
     positions XLA may write the outputs into."""
     run_steps = runner(steps, n_buffers)
-    separate, groups = layout.separate_idx, layout.group_idx
+    separate, groups, host = layout.separate_idx, layout.group_idx, layout.host_idx
 
     def run(*ins):
         vals = run_steps(ins)
-        return [vals[i] for i in separate] + [jax.numpy.concatenate([vals[i].ravel() for i in g]) for g in groups]
+        return ([vals[i] for i in separate] + [jax.numpy.concatenate([vals[i].ravel() for i in g]) for g in groups]
+                + [vals[i] for i in host])
+
+    out_shardings = None
+    if host:  # the host copies: the same values again, written to pinned host memory by the executable
+        on_device = jax.sharding.SingleDeviceSharding(device.jax_device)
+        out_shardings = ([on_device] * (len(separate) + len(groups))
+                         + [on_device.with_memory_kind("pinned_host")] * len(host))
 
     with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
             jax.default_device(device.jax_device), x64_scope():
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
-        lowered = jax.jit(run, donate_argnums=donate).lower(*specs)
+        jitted = jax.jit(run, donate_argnums=donate) if out_shardings is None else \
+            jax.jit(run, donate_argnums=donate, out_shardings=out_shardings)
+        lowered = jitted.lower(*specs)
         options = compiler_options(device.type != "cpu", False) if gpu_options is None else (
             gpu_options if device.type != "cpu" else None)
         return lowered.compile(compiler_options=options) if options else lowered.compile()

@@ -17,7 +17,7 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from . import _dtype, _factories  # the factory path (jgrad.ops.creation) owns conversion rules
+from . import _dtype, _factories, _host_copies  # the factory path (jgrad.ops.creation) owns conversion rules
 from ._device import device as _device_cls
 from ._tls import state as _grad_state
 from ._recorder import Buffer as _Buffer
@@ -292,11 +292,17 @@ class Tensor:
         n = self.numel()
         if n != 1:
             raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
-        return self._value.item()
+        return self._host_value().item()
 
     def tolist(self):
         self._host_sync("Tensor.tolist()")
-        return np.asarray(self._value).tolist()
+        return np.asarray(self._host_value()).tolist()
+
+    def _host_value(self):
+        # a compiled segment's 0-d result may also sit in pinned host memory: reading it costs no transfer
+        d = self._value
+        h = _host_copies.lookup(d)
+        return d if h is None else h
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """A read-only NumPy view of a CPU tensor (zero copy where JAX allows)."""

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import jgrad as jg
-from jgrad import _backward_plan, _segment, nn
+from jgrad import _backward_plan, _host_copies, _segment, nn
 
 pytestmark = pytest.mark.one_execution_mode
 
@@ -171,6 +171,7 @@ def _mlp_run(mode, steps=8, optimizer="adam", pack=None, monkeypatch=None):
 @pytest.mark.parametrize("pack", [False, True], ids=["unpacked", "packed-as-on-gpu"])
 def test_training_loop_equals_eager_mode(tiers, monkeypatch, optimizer, pack):
     monkeypatch.setattr(_segment, "pack_outputs", pack)
+    monkeypatch.setattr(_segment, "host_copies", pack)  # both as on a GPU, or neither
     eager = _mlp_run("eager", optimizer=optimizer)
     auto = _mlp_run("auto", optimizer=optimizer)
     np.testing.assert_allclose(auto, eager, rtol=2e-5, atol=1e-6)  # XLA fusion may round differently
@@ -194,6 +195,66 @@ def test_packed_outputs_are_read_and_their_flat_donated(tiers, monkeypatch):
     flats = [f for pk in packs[:-1] for f in pk.flats]
     assert any(f.is_deleted() for f in flats), "no dead pack was donated to the next run"
     np.testing.assert_allclose(p.detach().numpy(), np.full(4, 0.5 ** 6), rtol=1e-6)  # p <- p - 0.25 * 2p
+
+
+def _hot_loss(steps=6, read=True):
+    """A parameter trained a few steps in auto mode (``read``: each step's loss read, but the last one's); the last
+    step's loss and the parameter."""
+    p = jg.nn.Parameter(jg.arange(4.0))
+    opt = jg.optim.SGD([p], lr=0.125)
+    for i in range(steps):
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        opt.step()  # a barrier: the loss came back from the step's executable
+        if read and i < steps - 1:
+            loss.item()
+    return loss, p
+
+
+def test_scalar_results_are_read_from_their_pinned_host_copy(tiers, monkeypatch):
+    monkeypatch.setattr(_segment, "host_copies", True)
+    loss, p = _hot_loss()
+    assert tiers().compiled_runs > 0
+    host = _host_copies.lookup(loss._value)
+    assert host is not None and host.sharding.memory_kind == "pinned_host"
+    want = float(np.sum(np.arange(4.0) ** 2) * 0.75 ** 10)  # p <- p - 0.125 * 2p, 5 updates before the last loss
+    assert loss.item() == pytest.approx(want, rel=1e-6) and loss.tolist() == loss.item()
+    assert float(np.asarray(loss._value)) == loss.item()  # the device array says the same
+    d = loss.detach()
+    d.add_(1.0)  # in place: a new array, which has no host copy; the read follows the new value
+    assert _host_copies.lookup(d._value) is None and d.item() == pytest.approx(want + 1.0, rel=1e-6)
+    assert loss.item() == pytest.approx(want, rel=1e-6)
+    n = _host_copies.count()
+    del loss, host, d
+    assert _host_copies.count() < n  # forgotten with its array
+
+
+def test_host_copies_that_do_not_compile_are_dropped(tiers, monkeypatch):
+    from jgrad import _segment_run
+
+    monkeypatch.setattr(_segment, "host_copies", True)
+    real = _segment_run.compile_segment
+
+    def no_pinned_host(steps, n, specs, layout, *args):
+        if layout.host:
+            raise RuntimeError("pinned_host is not a memory kind of this device")
+        return real(steps, n, specs, layout, *args)
+
+    monkeypatch.setattr(_segment_run, "compile_segment", no_pinned_host)
+    loss, p = _hot_loss()
+    info = tiers()
+    assert info.compiled_runs > 0 and info.compile_failures == 0
+    assert _host_copies.lookup(loss._value) is None
+    assert loss.item() == pytest.approx(float(np.sum(np.arange(4.0) ** 2) * 0.75 ** 10), rel=1e-6)
+
+
+def test_results_nobody_reads_get_no_host_copy(tiers, monkeypatch):
+    monkeypatch.setattr(_segment, "host_copies", True)
+    loss, p = _hot_loss(read=False)  # a step that never reads its loss does not pay for the copy
+    assert tiers().compiled_runs > 0
+    assert _host_copies.lookup(loss._value) is None
+    assert loss.item() == pytest.approx(float(np.sum(np.arange(4.0) ** 2) * 0.75 ** 10), rel=1e-6)
 
 
 # ---- semantics that must not change -----------------------------------------------------------
