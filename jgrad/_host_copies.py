@@ -10,41 +10,35 @@ The copy is not free: an output in host memory adds ~100 us to each call of the 
 more than a step that never reads its loss would like to pay. So a structure gets host copies only once
 one of its 0-d results was read: until it compiles, ``_segment`` *watches* its 0-d results, and a read of
 a watched one marks the structure (``owner.scalars_read``). Used by ``_segment`` and ``_segment_run``
-(which register copies and watches) and ``_tensor`` (which reads); imports nothing of jgrad.
+(which register copies and watches) and ``_tensor`` (which reads); imports ``_idmap`` only.
 """
 from __future__ import annotations
 
-import weakref
+from ._idmap import IdWeakMap
 
-_copies: dict = {}   # id(device array) -> (weakref to it, its host copy or None, the watcher or None)
-
-
-def _forget(key):
-    return lambda _: _copies.pop(key, None)
+_copies = IdWeakMap()   # device array -> (its host copy or None, the watcher or None)
 
 
 def register(array, host) -> None:
     """``host`` holds the same value as ``array`` (a jax.Array), in host memory; forgotten when ``array`` dies."""
-    key = id(array)
-    _copies[key] = (weakref.ref(array, _forget(key)), host, None)
+    _copies[array] = (host, None)
 
 
 def watch(array, owner) -> None:
     """A read of ``array`` (through ``lookup``) sets ``owner.scalars_read``."""
-    key = id(array)
-    _copies[key] = (weakref.ref(array, _forget(key)), None, owner)
+    _copies[array] = (None, owner)
 
 
 def lookup(array):
     """The host copy of ``array``, or None (and a watched array's owner learns that it was read)."""
-    entry = _copies.get(id(array))
-    if entry is None or entry[0]() is not array:
+    entry = _copies.get(array)
+    if entry is None:
         return None
-    if entry[2] is not None:
-        entry[2].scalars_read = True
-    return entry[1]
+    if entry[1] is not None:
+        entry[1].scalars_read = True
+    return entry[0]
 
 
 def count() -> int:
-    """How many host copies are alive (tests use it)."""
+    """How many host copies and watches are alive (tests use it)."""
     return len(_copies)

@@ -80,6 +80,7 @@ from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unfla
 from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
 from . import _host_copies, _segment_run as _run
+from ._idmap import IdWeakMap
 from ._dtype import x64_scope
 
 _made = Buffer.made
@@ -179,7 +180,7 @@ def _barrier(device) -> None:
         flush_all() if device is None else flush_device(device)
 
 
-_external: dict = {}  # id(array) -> weakref: arrays sharing memory another library may write
+_external = IdWeakMap()  # arrays sharing memory another library may write
 
 
 def mark_external(array) -> None:
@@ -188,8 +189,7 @@ def mark_external(array) -> None:
     An op recorded on it runs at once ("auto" mode flushes right after recording it), as in eager mode:
     recorded and run later, it would read what the other library wrote meanwhile.
     """
-    key = id(array)
-    _external[key] = weakref.ref(array, lambda _, key=key: _external.pop(key, None))
+    _external[array] = True
 
 
 def segment_for(device) -> "Segment":
@@ -400,10 +400,8 @@ class Segment(Recorder):
                         if isinstance(x, _Tracer):
                             self._forget_inputs(n_in)
                             return NOT_RECORDED
-                        if _external:
-                            r = _external.get(id(x))
-                            if r is not None and r() is x:
-                                run_now = True
+                        if _external and x in _external:
+                            run_now = True
                         k = slot[id(x)] = len(inputs)
                         inputs.append(x)
                         new += (_input_aval(x),)
@@ -561,7 +559,7 @@ class Segment(Recorder):
                     out.append(k)
             # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
             # view or user reference can read it (memory another library shares is never donated)
-            elif plain and getrefcount(x) <= 3 and type(x) is _ArrayImpl and id(x) not in _external:
+            elif plain and getrefcount(x) <= 3 and type(x) is _ArrayImpl and x not in _external:
                 out.append(k)
         return tuple(out)
 

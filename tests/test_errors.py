@@ -34,6 +34,16 @@ def _same_message(got, want):
     return got == want or (got.startswith(want + " (") and " issued at " in got and "; noticed at " in got)
 
 
+def same_outcome(fn):
+    """``fn(torch)`` and ``fn(jg)`` both raise (same type and message) or both give the same values."""
+    te, je = _raised(fn, torch), _raised(fn, jg)
+    assert (te is None) == (je is None), (te, je)
+    if te is None:
+        assert fn(jg).tolist() == fn(torch).tolist()
+    else:
+        assert type(je) is type(te) and str(je) == str(te)
+
+
 def check_cases(cases):
     """``cases``: (id, fn(T), jgrad's message or None for "torch's message"). Both raise, same type and message."""
     for name, fn, own in cases:
@@ -98,14 +108,9 @@ NARROW = [(0, 3, 4), (0, -2, 2), (0, -6, 2), (0, 6, 0), (0, 5, 0), (0, 1, -1), (
 
 def test_narrow_bounds():
     s = Survivor()
+    t = np.arange(15).reshape(5, 3)
     for args in NARROW:  # each either raises PyTorch's error or gives PyTorch's values
-        t = np.arange(15).reshape(5, 3)
-        te, je = _raised(lambda T: T.tensor(t).narrow(*args), torch), _raised(lambda T: T.tensor(t).narrow(*args), jg)
-        if te is not None:
-            assert je is not None and type(je) is type(te) and str(je) == str(te), (args, je, te)
-        else:
-            assert je is None, (args, je)
-            assert jg.tensor(t).narrow(*args).tolist() == torch.tensor(t).narrow(*args).tolist(), args
+        same_outcome(lambda T: T.tensor(t).narrow(*args))
     check_cases([("0-d", lambda T: T.tensor(1.0).narrow(0, 0, 1), None),
                  ("float start", lambda T: T.ones(3).narrow(0, T.tensor(1.0), 1), None)])
     assert jg.arange(5).narrow(0, jg.tensor(1), 2).tolist() == [1, 2]
@@ -115,13 +120,7 @@ def test_narrow_bounds():
 @SETTINGS
 @given(size=st.integers(0, 4), start=st.integers(-6, 6), length=st.integers(-1, 6))
 def test_narrow_random(size, start, length):
-    fn = lambda T: T.arange(size).narrow(0, start, length)  # noqa: E731
-    te, je = _raised(fn, torch), _raised(fn, jg)
-    assert (te is None) == (je is None), (te, je)
-    if te is None:
-        assert fn(jg).tolist() == fn(torch).tolist()
-    else:
-        assert type(je) is type(te) and str(je) == str(te)
+    same_outcome(lambda T: T.arange(size).narrow(0, start, length))
 
 
 def test_arange_bounds_and_step():
@@ -147,13 +146,7 @@ def test_arange_bounds_and_step():
 @SETTINGS
 @given(start=st.integers(-4, 4), end=st.integers(-4, 4), step=st.integers(-3, 3))
 def test_arange_random(start, end, step):
-    fn = lambda T: T.arange(start, end, step)  # noqa: E731
-    te, je = _raised(fn, torch), _raised(fn, jg)
-    assert (te is None) == (je is None), (te, je)
-    if te is None:
-        assert fn(jg).tolist() == fn(torch).tolist()
-    else:
-        assert type(je) is type(te) and str(je) == str(te)
+    same_outcome(lambda T: T.arange(start, end, step))
 
 
 def test_repeated_dims():

@@ -613,23 +613,10 @@ for _name, _fn in dict(
 
 
 # ---- operators -------------------------------------------------------------------------
-def _binop(op, reflected=False, **attrs):
-    """A Python operator: NumPy scalars act as Python numbers; other types are NotImplemented."""
-    key = tuple(attrs.items())
-    operand_types = (Tensor,) + _Number
-
-    def method(self, other):
-        if isinstance(other, np.generic):
-            other = other.item()
-        if not isinstance(other, operand_types):
-            return NotImplemented
-        return call_keyed(op, (other, self) if reflected else (self, other), key, attrs, None)
-    return method
-
-
-def _checked_binop(op, check, reflected=False, **attrs):
-    """``_binop`` for ``//``, ``%`` and ``**``, whose integer forms PyTorch checks (division by zero, negative
-    powers): ``check(a, b)`` runs before the dispatch."""
+def _binop(op, reflected=False, check=None, **attrs):
+    """A Python operator: NumPy scalars act as Python numbers; other types are NotImplemented. ``check(a, b)``
+    runs before the dispatch (``//``, ``%`` and ``**``, whose integer forms PyTorch checks: division by zero,
+    negative powers)."""
     key = tuple(attrs.items())
     operand_types = (Tensor,) + _Number
 
@@ -639,7 +626,8 @@ def _checked_binop(op, check, reflected=False, **attrs):
         if not isinstance(other, operand_types):
             return NotImplemented
         args = (other, self) if reflected else (self, other)
-        check(*args)
+        if check is not None:
+            check(*args)
         return call_keyed(op, args, key, attrs, None)
     return method
 
@@ -649,8 +637,8 @@ for _name, _op, _attrs in (("add", ADD, {}), ("sub", SUB, {}), ("mul", MUL, {}),
     setattr(Tensor, f"__r{_name}__", _binop(_op, True, **_attrs))
 for _name, _op, _check, _attrs in (("floordiv", DIV, _check_int_division, {"rounding_mode": "floor"}),
                                    ("mod", REMAINDER, _check_int_division, {}), ("pow", POW, _check_int_pow, {})):
-    setattr(Tensor, f"__{_name}__", _checked_binop(_op, _check, **_attrs))
-    setattr(Tensor, f"__r{_name}__", _checked_binop(_op, _check, True, **_attrs))
+    setattr(Tensor, f"__{_name}__", _binop(_op, check=_check, **_attrs))
+    setattr(Tensor, f"__r{_name}__", _binop(_op, True, check=_check, **_attrs))
 Tensor.__neg__ = lambda self: call(NEG, self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: call(ABS, self)
