@@ -1,7 +1,7 @@
 """Run every benchmark and write the report: ``python -m benchmarks [--quick] [--device cpu|gpu]``.
 
-The suite: ``eager_overhead``, ``stream_overhead``, ``hessian`` (ReLU and tanh), ``capture``, ``tiered`` and
-``gpt_step``, one file per workload; ``scaling`` and ``profile_overhead`` run when asked for (``--only``,
+The suite: ``eager_overhead``, ``stream_overhead``, ``hessian`` (ReLU and tanh), ``capture``, ``views``,
+``tiered`` and ``gpt_step``, one file per workload; ``scaling`` and ``profile_overhead`` run when asked for (``--only``,
 ``--profile``); on a GPU, ``diagnostics/gpu_smoke.py`` first. One-off diagnostics are not run here: see
 ``benchmarks/diagnostics/README.md``.
 
@@ -43,7 +43,7 @@ RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 RESULTS_DIR = os.path.join(HERE, "results")
 PLOTS_DIR = os.path.join(HERE, "plots")
 BEGIN, END = "<!-- BEGIN GENERATED: {} -->", "<!-- END GENERATED: {} -->"
-NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "tiered", "gpt_step", "scaling",
+NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "views", "tiered", "gpt_step", "scaling",
          "profile_overhead")
 
 
@@ -71,6 +71,7 @@ def plan(args):
             runs.append(("capture", "capture", [py, "-m", "benchmarks.capture"] + common, True))
         else:
             log("note: benchmarks/capture.py exists but jgrad.graphs does not: capture benchmark skipped")
+    runs.append(("views", "views", [py, "-m", "benchmarks.views"] + common, True))
     runs.append(("tiered", "tiered", [py, "-m", "benchmarks.tiered"] + common, True))
     runs.append(("gpt_step", "gpt_step", [py, "-m", "benchmarks.gpt_step"] + common, True))
     if args.only and "scaling" in args.only:

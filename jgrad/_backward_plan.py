@@ -206,7 +206,7 @@ class _Plan:
                     if type(s) is SavedVariable:
                         if read and s.vc[0] != s.version:
                             return None  # the engine raises the in-place modification error
-                        row.append(s.data)
+                        row.append(s.value())
                     else:
                         row.append(s)
                 saved_all.append(tuple(row))
@@ -216,7 +216,7 @@ class _Plan:
                 for s, read in zip(so, reads[1]):
                     if read and s.vc[0] != s.version:
                         return None
-                    row.append(s.data)
+                    row.append(s.value())
                 outs_all.append(tuple(row))
             else:
                 outs_all.append(())

@@ -93,7 +93,7 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     ``make_error(bad_value)`` returns PyTorch's exception. Host values are checked now; values on a
     device or still pending are checked beside the kernel and reported at the next host sync.
     """
-    d = index._data
+    d = index._fresh()._data
     if index._device.type == "cpu" and isinstance(d, jax.Array) and not _is_tracer(d):
         a = np.asarray(d)  # host memory: waits for the producer, no transfer
         bad = (a < low) | (a >= high)

@@ -56,11 +56,14 @@ class Op:
     """
 
     __slots__ = ("name", "forward", "backward", "save", "save_outputs", "num_outputs", "differentiable",
-                 "edge_args", "_kernels", "_bwd_kernels", "_derived", "__weakref__")
+                 "edge_args", "dynamic_scalars", "_kernels", "_bwd_kernels", "_derived", "__weakref__")
 
     def __init__(self, name, forward, backward=None, *, save=None, save_outputs=False, num_outputs=1,
-                 differentiable=True, edge_args=None):
+                 differentiable=True, edge_args=None, dynamic_scalars=False):
         self.name = name
+        # Python scalars among the positional inputs are data, not structure, in "auto" mode (a view's slice
+        # offsets): a new value is not a new segment structure. (Eager kernels trace them anyway.)
+        self.dynamic_scalars = dynamic_scalars
         # The positional inputs that are graph inputs of the node (one edge each, None when not
         # a tensor requiring grad); None: all of them. PyTorch keeps an edge for a Python scalar
         # of binary arithmetic (`x * 2`: MulBackward0 has two next functions) but none for
@@ -284,7 +287,7 @@ class OpNode(Node):
         # as PyTorch's formula-built graph does: grad(x * a, x) depends on a alone, and a later
         # grad(., x) finds x unused.
         n = len(saved) + len(outs)
-        flat = [(s.unpack(self) if u else s.data) if type(s) is SavedVariable else s
+        flat = [(s.unpack(self) if u else s.value()) if type(s) is SavedVariable else s
                 for s, u in zip(saved + outs, used)]
         flat += [g if u else g._data for g, u in zip(grads, used[n:])]
         if not any(isinstance(a, Tensor) for a in flat):
@@ -303,7 +306,7 @@ class OpNode(Node):
 def _checked(s, node):
     if s.vc[0] != s.version:
         s.check(node)
-    return s.data
+    return s.value()
 
 
 _DERIVED_USED: dict = {}  # derived backward op -> which of its inputs its computation reads
@@ -408,10 +411,17 @@ def call_factory(op, device, *scalars, **attrs):
 
 def call_inplace(op, target, *args, **attrs):
     """Run ``op`` on ``(target, *args)`` and rebind ``target`` to the result (``add_`` ...)."""
+    key = tuple(attrs.items()) if attrs else ()
+    if target._alias is not None:  # it shares its storage: the write reaches every view (jgrad._views)
+        return _alias_inplace(op, target, args, key, attrs)
     if target._req and target._grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    key = tuple(attrs.items()) if attrs else ()
     return _call(op, (target,) + args, key, attrs, target)
+
+
+# Installed by jgrad._views (it dispatches ops itself, so it sits above the door).
+_alias_inplace = None  # _alias_inplace(op, target, args, key, attrs): an in-place op on a tensor sharing storage
+_alias_store = None    # _alias_store(t, array): t's new value reaches its storage and the other views
 
 
 def call_foreach(op, targets, *args, **attrs):
@@ -425,8 +435,8 @@ def call_foreach(op, targets, *args, **attrs):
                            "jgrad.no_grad() (optimizers do this in step()).")
     key = tuple(attrs.items()) if attrs else ()
     kernel = op._kernels.get(key) or op.kernel(key, attrs)
-    arrays = [t._data for t in targets]
-    arrays += [a._data if isinstance(a, Tensor) else a for a in args]
+    arrays = [t._data if t._data is not None else t._stale_data() for t in targets]
+    arrays += [(a._data if a._data is not None else a._stale_data()) if isinstance(a, Tensor) else a for a in args]
     dev = targets[0]._device if targets else get_default_device()
     stream = _current_for(dev)
     cap = stream._capture
@@ -467,7 +477,10 @@ def call_foreach(op, targets, *args, **attrs):
             cap.write(t, o)
         elif seg is not None:
             o.holders.append(_weakref(t))
-        t._data = o
+        if t._alias is not None:
+            _alias_store(t, o)
+        else:
+            t._data = o
         t._vc[0] += 1
     return targets
 
@@ -480,14 +493,17 @@ def _call(op, args, key, attrs, inplace, device=None):
     arrays = []
     for a in args:
         if isinstance(a, Tensor):
+            data = a._data
+            if data is None:
+                data = a._stale_data()  # a view a write made stale (its history may change too), or an error
             d = a._device
             if dev is None:
                 dev = d
-            elif d is not dev and a._data is not None:
+            elif d is not dev:
                 mixed = True
             if a._req:
                 req = True
-            arrays.append(a._data if a._data is not None else a._value)
+            arrays.append(data)
         else:
             arrays.append(a)
     if dev is None:
@@ -548,6 +564,31 @@ def _call(op, args, key, attrs, inplace, device=None):
     return res if multi else res[0]
 
 
+class _Later:
+    """An output that has no value yet, only its aval (what the tape reads of an output)."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+
+def call_later(op, src, args, attrs, avals):
+    """Tensors for ``op(src, *args)`` (outputs of ``avals``) that are recorded but not run: their values come
+    later, when first read (views: ``jgrad._views``). Their node, when grad mode records one, is made now."""
+    dev = src._device
+    stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
+    if src._req and _state.grad_enabled:
+        outs = _tape.record(OpNode.__new__(OpNode), op, tuple(attrs.items()), attrs, (src,) + args,
+                            tuple(_Later(a) for a in avals), dev, stream, None)
+    else:
+        outs = [Tensor._make(None, dev, stream) for _ in avals]
+    for t, a in zip(outs, avals):
+        t._data = None
+        t._aval = a
+    return outs
+
+
 # ``_call(op, args, key, attrs, inplace_target)`` for callers that build the attribute key
 # (``tuple(attrs.items())``) once instead of per call: Python operators.
 call_keyed = _call
@@ -579,7 +620,7 @@ def _call_captured(cap, op, kernel, key, attrs, args, arrays, dev, stream, inpla
 def _call_recorded(op, kernel, key, attrs, args, arrays, dev, stream, inplace, req):
     """``_call`` in auto mode: record the kernel into the device's pending segment; outputs are Buffers."""
     seg = _open_segments.get(dev) or _segment.segment_for(dev)
-    out = seg.record(kernel, arrays, stream)
+    out = seg.record(kernel, arrays, stream, op.dynamic_scalars)
     if out is _NOT_RECORDED:
         return out
     multi = type(out) is tuple

@@ -176,7 +176,7 @@ def _exportable(t, what, *, allow_requires_grad=False):
         raise TypeError(f"{what}: expected a jgrad Tensor, got {type(t).__name__}")
     if t._req and not allow_requires_grad:
         raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
-    arr = t._data = _settled(t._data)  # pending tiered work runs first: an export is a barrier
+    arr = t._data = _settled(t._fresh()._data)  # pending tiered work runs first: an export is a barrier
     if arr is None:
         raise BufferError(f"{what}: this tensor (shape {list(t.shape)}) is being captured into a jgrad.Graph "
                           "and has no data until replay; export it after capture_end()/replay().")
@@ -245,7 +245,7 @@ def export_tensor(t, *, stream=None, max_version=None, dl_device=None, copy=None
 
 def tensor_dlpack_device(t):
     """``Tensor.__dlpack_device__``: ``(DLDeviceType, device id)`` of ``t``'s buffer."""
-    arr = _settled(t._data)
+    arr = _settled(t._fresh()._data)
     if arr is not None and not is_tracer(arr) and hasattr(arr, "__dlpack_device__"):
         return arr.__dlpack_device__()
     dev = t._device

@@ -138,7 +138,7 @@ def tensor_repr(t) -> str:
 def _tensor_repr(t) -> str:
     prefix = "tensor("
     suffix = []
-    data = t._data
+    data = t._fresh()._data  # a view a write made stale: its new value
     if data is not None and not isinstance(data, np.ndarray) and getattr(data, "owner", None) is not None:
         data = data.value  # a captured buffer: its value once replayed
     if t.device.type != "cpu" or t.device.index != 0:

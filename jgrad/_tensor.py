@@ -26,8 +26,8 @@ from ._recorder import Buffer as _Buffer
 class Tensor:
     """A multi-dimensional array whose storage is an immutable ``jax.Array``.
 
-    In-place ops rebind the storage and bump ``_version``; slices are copies
-    (see docs/differences.md).
+    In-place ops rebind the storage and bump ``_version``; views share their base's storage and version
+    counter, and a write through any of them reaches all (Note [Views] in ``jgrad/_views.py``).
     """
 
     __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_vc", "_device", "_stream", "__weakref__",
@@ -42,6 +42,8 @@ class Tensor:
     _post_acc_hooks = None
     _aval = None  # shape and dtype when _data is None
     _capture = None
+    _alias = None  # where this tensor sits in a storage it shares (jgrad._views.Alias), once aliased
+    _slot_gen = 0  # bumped when ``t.data = other`` points this tensor at other memory (saved tensors compare it)
 
     # ---- construction --------------------------------------------------
     def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):
@@ -65,21 +67,20 @@ class Tensor:
     # ---- metadata ------------------------------------------------------
     @property
     def data(self) -> "Tensor":
-        """A tensor sharing this one's storage, without history and with its own version counter (PyTorch's
-        ``.data``): an in-place op through it (``p.data.mul_(2)``) changes this tensor, and does not bump the
-        version that autograd checks saved tensors against."""
-        return _DataView(self)
+        """A tensor on this one's storage, without history and with its own version counter (PyTorch's
+        ``.data``): an in-place op through it (``p.data.mul_(2)``) changes this tensor and every view of it, and
+        does not bump the version that autograd checks saved tensors against."""
+        return _alias(self, own_version=True)
 
     @data.setter
     def data(self, other: "Tensor"):
         if isinstance(other, Tensor):
-            self._set_storage(other._data)
-            self._device, self._stream = other._device, other._stream  # PyTorch: t takes other's device
+            _set_data_to(self, other)  # PyTorch's set_data: this tensor now shares other's storage and device
         else:
             self._set_storage(other)
 
     def _set_storage(self, arr):
-        """Rebind storage without touching history or the version (``t.data = x``)."""
+        """Point this tensor at the array ``arr`` (other memory), without touching history or the version."""
         if type(arr) is _Buffer:
             if arr.owner.active:
                 arr.owner.write(self, arr)
@@ -88,15 +89,36 @@ class Tensor:
         self._data = arr
         if self._aval is not None:
             self._aval = None
+        if self._alias is not None:
+            self._alias = None  # its views keep the old memory, as PyTorch's views keep their storage
+        self._slot_gen += 1
 
     @property
     def _value(self):
         """The jax.Array, or an error if this tensor has no data yet (capture)."""
         d = self._data
+        if d is None and self._alias is not None:
+            _regenerate(self, False)  # a view not read yet, or one a write through another view made stale
+            d = self._data
         if d is None or type(d) is _Buffer:
             from . import _dispatch
             return _dispatch.materialize(self)
         return d
+
+    def _stale_data(self):
+        """``_data`` of a tensor whose ``_data`` is None: regenerated from its storage (possibly a pending
+        Buffer), or the error of a tensor that has no data (a capture's placeholder). An op reads it: when grad
+        mode records, the history is regenerated too."""
+        if self._alias is not None:
+            _regenerate(self, None)
+            return self._data
+        return self._value
+
+    def _fresh(self) -> "Tensor":
+        """This tensor with its value (a view reads it from its storage when first used)."""
+        if self._data is None and self._alias is not None:
+            _regenerate(self, False)
+        return self
 
     @property
     def shape(self) -> tuple:
@@ -150,6 +172,16 @@ class Tensor:
     def _version(self) -> int:
         return self._vc[0]
 
+    @property
+    def _base(self):
+        """The tensor this one is a view of (the root of its chain of views), or None when it is not a view."""
+        a = self._alias
+        return a.base if a is not None else None
+
+    def _is_view(self) -> bool:
+        a = self._alias
+        return a is not None and a.base is not None
+
     def _bump_version(self):
         self._vc[0] += 1
 
@@ -179,11 +211,16 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
-        return self._grad_fn is None
+        return self.grad_fn is None
 
     @property
     def grad_fn(self):
-        return self._grad_fn
+        if self._data is None and self._alias is not None:
+            _regenerate(self, True)  # a view whose base was written: its history comes from the base's new one
+        fn = self._grad_fn
+        if fn is not None and fn._stale_message is not None:
+            raise RuntimeError(fn._stale_message)
+        return fn
 
     @property
     def output_nr(self) -> int:
@@ -262,20 +299,31 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
-        """A new tensor with the same storage and version counter, without history."""
+        """A new tensor on the same storage and version counter, without history."""
         d = self._data
         if type(d) is _Buffer and not d.owner.active and not d.owner.segment and d.value is not None:
-            d = d.value  # a graph's output: the alias keeps this replay's value, not the next replay's
-        t = Tensor._make(d, self._device, self._stream)
-        t._vc = self._vc
-        if self._aval is not None:
+            # a graph's output: the detached tensor keeps this replay's value, not the next replay's
+            t = Tensor._make(d.value, self._device, self._stream)
+            t._vc = self._vc
+            return t
+        if d is None and self._alias is None:  # a capture's placeholder: no storage to share yet
+            t = Tensor._make(d, self._device, self._stream)
+            t._vc = self._vc
             t._aval = self._aval
-        if self._capture is not None:
-            t._capture = self._capture
-        return t
+            if self._capture is not None:
+                t._capture = self._capture
+            return t
+        return _alias(self, own_version=False)
 
     def detach_(self) -> "Tensor":
         """Detach this tensor from its history in place."""
+        a = self._alias
+        if a is not None and a.base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are using "
+                               "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                               "as True, gradients are views of DDP buckets, and hence detach_() cannot be called "
+                               "on these gradients. To fix this error, please refer to the Optimizer.zero_grad() "
+                               "function in torch/optim/optimizer.py as the solution.")
         self._grad_fn = None
         self._output_nr = 0
         self._req = False
@@ -361,7 +409,7 @@ class Tensor:
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.shape[0]))
+        return iter(self.unbind(0))  # PyTorch's: the rows are views made by one op
 
     __hash__ = object.__hash__
 
@@ -383,8 +431,7 @@ class Tensor:
                 "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
         if id(self) in memo:
             return memo[id(self)]
-        cls = Tensor if type(self) is _DataView else type(self)
-        new = cls._make(self._data, self._device, self._stream, self._req)
+        new = type(self)._make(self._value, self._device, self._stream, self._req)
         new._vc = [self._vc[0]]
         if self._aval is not None:
             new._aval = self._aval
@@ -408,61 +455,16 @@ class Tensor:
 
 # Per-tensor autograd and stream state that a deep copy starts afresh (PyTorch's copy has no hooks either).
 _UNCOPIED = frozenset({"_grad", "_hooks", "_retains_grad", "_grad_acc", "_post_acc_hooks", "_aval", "_capture",
+                       "_alias", "_slot_gen",
                        "_recorded_streams"})
 
 
-class _DataView(Tensor):
-    """``t.data``: a tensor without history that reads and writes ``t``'s storage slot (``_data``, and the
-    device and stream that go with it), with a version counter of its own, as PyTorch's ``.data``.
-
-    jgrad's arrays are immutable and in-place ops rebind a tensor's array, so sharing storage means sharing the
-    slot: an in-place op on the view rebinds its base. A view of a view is a view of the base."""
-
-    __slots__ = ("_base",)
-
-    def __init__(self, base):
-        if type(base) is _DataView:
-            base = base._base
-        object.__setattr__(self, "_base", base)
-        self._req = False
-        self._grad_fn = None
-        self._output_nr = 0
-        self._vc = [0]
-
-    @property
-    def _data(self):
-        return self._base._data
-
-    @_data.setter
-    def _data(self, value):
-        base = self._base
-        base._data = value
-        if type(value) is _Buffer:
-            value.holders.append(_weakref(base))  # a pending result: the barrier rebinds the base too
-
-    @property
-    def _device(self):
-        return self._base._device
-
-    @_device.setter
-    def _device(self, value):
-        self._base._device = value
-
-    @property
-    def _stream(self):
-        return self._base._stream
-
-    @_stream.setter
-    def _stream(self, value):
-        self._base._stream = value
-
-    @property
-    def _aval(self):
-        return self._base._aval
-
-    @_aval.setter
-    def _aval(self, value):
-        self._base._aval = value
+# Installed by jgrad._views (above the tensor: it dispatches the ops that read and write views).
+_regenerate = None   # _regenerate(t): give a stale member of a storage its value (and history)
+_alias = None        # _alias(t, own_version): detach() / .data, a tensor without history on t's storage
+_set_data_to = None  # _set_data_to(t, other): t.data = other
+#: Bumped by every write of a shared storage; a saved tensor compares it to see writes through ``.data``.
+write_clock = [0]
 
 
 def _aliases(a: np.ndarray, v) -> bool:
@@ -514,7 +516,7 @@ class _RetainGradHook:
             if _grad_state.grad_enabled and grad._req:
                 t._grad = grad.clone()
             else:
-                t._grad = Tensor._make(grad._data, grad._device, grad._stream)
+                t._grad = Tensor._make(grad._fresh()._data, grad._device, grad._stream)
         else:
             t._grad = t._grad + grad
         return grad

@@ -25,7 +25,7 @@ import itertools
 import operator
 import time
 
-from . import _capture, _checks, _compile, _dispatch, _recorder, _segment, profiler as _profiler
+from . import _capture, _checks, _compile, _dispatch, _recorder, _segment, _view_writes, profiler as _profiler
 from ._recorder import Buffer as _Buffer
 from ._capture import CaptureError  # noqa: F401
 from ._compile import cache_clear, cache_info  # noqa: F401
@@ -222,9 +222,10 @@ class _Plan:
     def _read(self, sources, tensors):
         if tensors is not None:
             out = list(map(_storage, tensors))
-            if _Buffer not in set(map(type, out)):
+            kinds = set(map(type, out))
+            if _Buffer not in kinds and type(None) not in kinds:
                 return out
-        out = [obj._data if kind == 0 else (obj if kind == 1 else obj._key) for kind, obj in sources]
+        out = [obj._fresh()._data if kind == 0 else (obj if kind == 1 else obj._key) for kind, obj in sources]
         for i, d in enumerate(out):
             if type(d) is _Buffer:
                 if d.value is None:
@@ -255,6 +256,9 @@ class _Plan:
             raise
         self.cap.failed_replay = None
         self._bind(outs, s)
+        storages = self.cap.__dict__.get("storages")
+        if storages:  # the graph writes memory that views share: the views it did not bind read the new values
+            _view_writes.rebound(storages)
         if _profiler._active:
             _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
 

@@ -538,7 +538,8 @@ def test_retain_grad_inplace():
     assert x.requires_grad and x.grad_fn is not None
 
 
-@pytest.mark.parametrize("fn", [DoubleMul.apply, _halves], ids=["custom", "split"])
+# (chunk's outputs are views made by one op: PyTorch refuses to write them in place, tests/test_views.py)
+@pytest.mark.parametrize("fn", [DoubleMul.apply], ids=["custom"])
 def test_retains_grad_inplace_multiple_outputs(fn):
     # test_retains_grad_inplace_multiple_outputs
     b = leaf(np.arange(1.0, 5.0))
@@ -602,7 +603,7 @@ def test_tensor_hooks_inplace():
     np.testing.assert_allclose(npy(a.grad), [8.0])
 
 
-@pytest.mark.parametrize("fn", [DoubleMul.apply, _halves], ids=["custom", "split"])
+@pytest.mark.parametrize("fn", [DoubleMul.apply], ids=["custom"])
 def test_tensor_hooks_inplace_multiple_outputs(fn):
     # test_tensor_hooks_inplace_multiple_outputs
     counts = [0, 0, 0]

@@ -41,16 +41,20 @@ def test_version_counter_bumps_on_every_inplace_op():
     d = x.detach()
     d.add_(1)
     assert x._version == len(ops) + 1 == d._version
-    # (values are not shared: JAX arrays are immutable, docs/differences.md)
+    np.testing.assert_allclose(npy(x), npy(d))  # and the values: detach() is a view of the same memory
 
 
 def test_inplace_on_leaf_requiring_grad_raises():
     # test_inplace_on_leaf / leaf check of VariableType
     a = leaf([1.0, 2.0])
-    for op in (lambda t: t.add_(1), lambda t: t.mul_(2), lambda t: t.zero_(), lambda t: t.__setitem__(0, 1.0)):
+    for op in (lambda t: t.add_(1), lambda t: t.mul_(2), lambda t: t.zero_()):
         with pytest.raises(RuntimeError, match=r"^a leaf Variable that requires grad is being used in an in-place "
                                                r"operation\.$"):
             op(a)
+    # t[0] = v writes through a view (t[0].copy_(v)): PyTorch's message names the view
+    with pytest.raises(RuntimeError, match=r"^a view of a leaf Variable that requires grad is being used in an "
+                                           r"in-place operation\.$"):
+        a[0] = 1.0
     assert a._version == 0
     with jg.no_grad():  # allowed without grad mode (what optimizers do)
         a.mul_(2)
@@ -88,8 +92,9 @@ def test_setitem_rebases_history():
     x, v = leaf(xv), leaf(5.0)
     y = x * 2  # (x.exp() would save its output: writing y afterwards is an error, as in PyTorch)
     y[1] = v * v
-    y[2:] = y[2:] * 3  # reading y[2:] keeps only y's shape: the write after it is fine
-    z = y[0] * y[3]
+    y[2:] = y[2:] * 3  # reading y[2:] saves nothing that the write after it changes
+    z = y[0] * y[3]    # saves two views of y, which share its version counter
+    y = y * 1          # a new tensor: writing it leaves the saved views alone
     y[0] = 0.0
     (y.sum() + z).backward()
 
@@ -104,6 +109,11 @@ def test_setitem_rebases_history():
     gx, gv = jax.grad(f, argnums=(0, 1))(xv, 5.0)
     np.testing.assert_allclose(npy(x.grad), gx, rtol=1e-12)
     np.testing.assert_allclose(float(v.grad), gv, rtol=1e-12)
+    y = x * 2
+    z = y[0] * y[3]
+    y[0] = 0.0  # writes the memory z's saved views read: backward refuses, as PyTorch's
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        (y.sum() + z).backward()
 
 
 def test_inplace_into_a_tensor_that_did_not_require_grad():
@@ -208,11 +218,11 @@ def test_copy_leaves_other_holders_of_the_old_array_intact():
     x = jg.zeros(2, 3)
     x.copy_(jg.ones(2, 3))
     held = x._value                                 # a user's reference to the jax array
-    d = x.detach()                                  # an alias sharing the array
+    d = x.detach()                                  # a view of x's memory
     x.copy_(jg.full((2, 3), 7.0))
     assert not held.is_deleted()
     np.testing.assert_array_equal(np.asarray(held), np.ones((2, 3)))
-    np.testing.assert_array_equal(d.numpy(), np.ones((2, 3)))   # docs/differences.md: values are not shared
+    np.testing.assert_array_equal(d.numpy(), np.full((2, 3), 7.0))   # the view sees the write
     np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))
     x.copy_(x)                                      # the source is the target itself
     np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 7.0))

@@ -327,6 +327,8 @@ def validate_outputs(edges, grads, format_error):
         grad = grads[i]
         if grad is None:
             continue
+        if grad._data is None:
+            grad._fresh()  # a view (a hook or a custom backward returned one): its value now
         meta = edge[0].input_metadata[edge[1]]
         if grad.shape != meta.shape:
             if _expandable(meta.shape, grad.shape):
@@ -381,7 +383,7 @@ def _apply_hook_result(hook, old, new, what):
     if new.shape != old.shape:
         raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value: "
                            f"expected {list(old.shape)} but got {list(new.shape)}")
-    return new
+    return new._fresh()  # a view a hook returned: its value now (kernels read arrays)
 
 
 def _check_count(hook, res, n):

@@ -144,40 +144,53 @@ class Function(metaclass=_FunctionMeta):
                 outputs = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
+        arg_ids = {id(a) for a in args if isinstance(a, Tensor)}
+        for o in outs:  # views made in forward may not be written in place (PyTorch's IN_CUSTOM_FUNCTION)
+            if isinstance(o, Tensor) and id(o) not in arg_ids and o._is_view():
+                _custom_output_view(o, None)
         if not record:
             return outputs
         node = BackwardCFunction.__new__(BackwardCFunction)
         edges = tuple(gradient_edge(a) if t else None for a, t in zip(args, is_tensor))
         dirty = {id(t) for t in getattr(ctx, "dirty_tensors", ())}
         nondiff = {id(t) for t in getattr(ctx, "non_differentiable", ())}
-        arg_ids = {id(a) for a in args if isinstance(a, Tensor)}
-        wrapped, metas, moved = [], [], []
+        wrapped, metas, moved, dirty_views = [], [], [], []
         for i, o in enumerate(outs):
             if not isinstance(o, Tensor):
                 wrapped.append(o)
                 metas.append(InputMetadata((), None, None))
                 continue
+            o._fresh()
             if id(o) in dirty:
                 if o._grad_fn is None and o._req:
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
                 t = o
+                if o._is_view():  # written through a view: the base's history is rebased (CopySlices), below
+                    if len(outs) > 1:
+                        raise RuntimeError(MULTIPLE_OUTPUTS_DIRTY_VIEW)
+                    dirty_views.append(i)
                 if t._retains_grad and t._grad_fn is not None and t._grad_fn._retains_grad_hooks:
                     # as for built-in in-place ops: the retains_grad hook follows the new grad_fn
                     hook = t._grad_fn._retains_grad_hooks.pop(t._output_nr, None)
                     if hook is not None:
                         moved.append((i, hook))
             elif id(o) in arg_ids:
-                t = o.detach()  # an input returned as-is becomes a new output of this node
-                t._vc = [o._vc[0]]
+                t = o.detach()  # an input returned as-is becomes a new output of this node: a view of the input
+                _custom_output_view(t, o)
             else:
                 t = o
             metas.append(InputMetadata.of(t))
-            if id(o) not in nondiff and (t.dtype.is_floating_point or t.dtype.is_complex):
+            if i in dirty_views:
+                pass
+            elif id(o) not in nondiff and (t.dtype.is_floating_point or t.dtype.is_complex):
                 t._grad_fn, t._output_nr, t._req = node, i, True
             else:
                 t._req = False
             wrapped.append(t)
         Node.__init__(node, edges, tuple(metas))
+        for i in dirty_views:
+            o = wrapped[i]
+            _dirty_view(o, Tensor._make(o._data, o._device, o._stream, True, node, i))
         if moved:
             node._retains_grad_hooks = dict(moved)
         node.ctx, node.fn_cls, node.is_tensor_input = ctx, cls, is_tensor
@@ -192,6 +205,12 @@ class Function(metaclass=_FunctionMeta):
                       for t in to_save]
         ctx.to_save = ()
         return wrapped[0] if single else tuple(wrapped)
+
+
+# Installed by jgrad._views (views are written through ops, above autograd).
+_custom_output_view = None  # (out, src): out is a view made by a custom Function (of src, or already a view)
+_dirty_view = None          # (view, value): a view marked dirty takes value's history through its base
+MULTIPLE_OUTPUTS_DIRTY_VIEW = ""
 
 
 class InplaceFunction(Function):
@@ -230,7 +249,7 @@ def once_differentiable(fn):
         res = []
         for i, o in enumerate(outs):
             if isinstance(o, Tensor):
-                o = Tensor._make(o._data, o._device, o._stream, True, err, i)
+                o = Tensor._make(o._fresh()._data, o._device, o._stream, True, err, i)
             res.append(o)
         return res[0] if single else tuple(res)
 

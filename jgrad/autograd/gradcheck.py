@@ -34,7 +34,7 @@ def _replace(inputs, i, arr):
     # `arr` in place (an output that is the input itself would otherwise see both steps).
     out[i] = Tensor._make(np.array(arr, t.dtype.np, copy=True), t.device)
     from jax import device_put
-    out[i]._data = device_put(out[i]._data, t.device.jax_device)
+    out[i]._data = device_put(out[i]._value, t.device.jax_device)
     return tuple(out)
 
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import weakref
 
-from .._tensor import Tensor
+from .._tensor import Tensor, write_clock as _write_clock
 from .grad_mode import state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
@@ -82,6 +82,7 @@ class Node:
     _post_hooks = None
     _metadata = None
     _anomaly_trace = None
+    _stale_message = None  # a view's history that may not be regenerated: why (jgrad._views)
 
     def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
         self.next_edges = next_edges
@@ -217,7 +218,7 @@ class AccumulateGrad(Node):
                     # create_graph: a copy that keeps the history (clone_obey_contract).
                     var._grad = new_grad.clone()
                 elif (sys.getrefcount(new_grad) <= _STEAL_REFS + (self._post_hooks is not None)
-                      and not new_grad._req and new_grad._grad_fn is None):
+                      and not new_grad._req and new_grad._grad_fn is None and new_grad._alias is None):
                     # accumulate_grad.h steals new_grad when nothing user-visible refers to it
                     # (use_count <= 1 + has post hooks), so .grad aliases what post hooks see.
                     var._grad = new_grad
@@ -258,6 +259,8 @@ def grad_accumulator(t: Tensor) -> AccumulateGrad:
 
 def gradient_edge(t: Tensor):
     """The edge a gradient for ``t`` flows along: (grad_fn, output_nr) or (AccumulateGrad, 0)."""
+    if t._data is None and t._alias is not None:
+        t.grad_fn  # a view a write made stale: its history first (or PyTorch's error)
     if t._grad_fn is not None:
         return (t._grad_fn, t._output_nr)
     if t._req:
@@ -279,7 +282,8 @@ class SavedVariable:
     reproduces PyTorch's error when the tensor was modified in place later.
     """
 
-    __slots__ = ("data", "vc", "version", "leaf", "grad_fn", "output_nr", "is_output", "device", "stream")
+    __slots__ = ("data", "vc", "version", "leaf", "grad_fn", "output_nr", "is_output", "device", "stream", "src",
+                 "seen", "slot_gen")
 
     def __init__(self, t: Tensor, is_output=False, own_version=False):
         self.data = t._data
@@ -288,6 +292,10 @@ class SavedVariable:
         # own_version: the value an in-place op overwrote (PyTorch's original_self).
         self.vc = [0] if own_version else t._vc
         self.version = 0 if own_version else t._vc[0]
+        # Where to look for a write that does not bump the version (through ``.data``): see value().
+        self.src = None if own_version else weakref.ref(t)
+        self.seen = _write_clock[0]
+        self.slot_gen = t._slot_gen
         self.is_output = is_output
         self.output_nr = t._output_nr
         if is_output:
@@ -317,13 +325,31 @@ class SavedVariable:
                 f"operation: [{dt} {shape}]{where} is at version {self.vc[0]}; expected version "
                 f"{self.version} instead. {hint}")
 
+    def value(self):
+        """What the saved tensor's memory holds now (its version being checked already).
+
+        PyTorch saves the tensor's storage: a write that does not bump the saved version (through ``.data``,
+        which has a version counter of its own) is what backward reads. The value saved is it unless the
+        tensor, still alive and still on the same memory, shares a storage written since the save."""
+        src = self.src
+        if src is None:
+            return self.data
+        t = src()
+        if t is None:
+            return self.data
+        a = t._alias
+        if a is None or a.storage.written <= self.seen or t._slot_gen != self.slot_gen:
+            return self.data
+        return t._stale_data() if t._data is None else t._data
+
     def unpack(self, node) -> Tensor:
         """The saved tensor, connected to its history (for create_graph)."""
         self.check(node)
         if self.leaf is not None:
             return self.leaf
+        data = self.value()
         if self.is_output:
-            return Tensor._make(self.data, self.device, self.stream, True, node, self.output_nr)
+            return Tensor._make(data, self.device, self.stream, True, node, self.output_nr)
         if self.grad_fn is not None:
-            return Tensor._make(self.data, self.device, self.stream, True, self.grad_fn, self.output_nr)
-        return Tensor._make(self.data, self.device, self.stream)
+            return Tensor._make(data, self.device, self.stream, True, self.grad_fn, self.output_nr)
+        return Tensor._make(data, self.device, self.stream)

@@ -4,6 +4,7 @@ Imports ``_tensor``; ``ops.creation`` at the call.
 """
 from __future__ import annotations
 
+from .. import _tensor
 from .._tensor import Tensor
 
 
@@ -14,7 +15,9 @@ def _share(cls, data):
         data = empty(0)
     if not isinstance(data, Tensor):
         raise TypeError(f"{cls.__name__}(): argument 'data' must be a Tensor, not {type(data).__name__}")
-    t = cls._make(data._value, data._device, data._stream)
+    t = cls._make(None, data._device, data._stream)
+    _tensor._set_data_to(t, data)  # the memory of data: a write through either reaches the other
+    t._slot_gen = 0
     t._vc = data._vc
     return t
 

@@ -6,8 +6,8 @@ builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills 
 the factories lower layers call.
 """
 from . import pointwise, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
-from . import (attention, conv, creation, linalg, misc, nn_ops, normalization, random_ops,  # noqa: F401
-               reduction, shape, sorting)
+from . import (attention, conv, creation, indexing, linalg, misc, nn_ops, normalization,  # noqa: F401
+               random_ops, reduction, shape, sorting)
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, tensor, zeros, zeros_like)
 from .from_jax import from_jax  # noqa: F401
@@ -23,9 +23,9 @@ from .random_ops import (bernoulli, dropout, multinomial, normal, rand, rand_lik
 from .reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, norm, prod, std,  # noqa: F401
                         sum, var)
 from .sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk  # noqa: F401
-from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, flatten, flip, gather,  # noqa: F401
-                    index_select, masked_fill, narrow, nonzero, pad, permute, repeat, reshape, roll, scatter,
-                    scatter_add, select, split, squeeze, stack, t, transpose, tril, triu, unbind,
-                    unflatten, unsqueeze)
+from .shape import (as_strided, broadcast_to, cat, chunk, concat, concatenate, diagonal, expand, flatten,  # noqa: F401
+                    flip, pad, permute, repeat, reshape, roll, split, squeeze, stack, t, transpose, tril, triu,
+                    unbind, unflatten, unfold, unsqueeze)
+from .indexing import gather, index_select, masked_fill, narrow, nonzero, scatter, scatter_add, select  # noqa: F401
 
 swapaxes = transpose

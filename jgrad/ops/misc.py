@@ -6,7 +6,7 @@ Ops whose output shape depends on data (``masked_select``, ``repeat_interleave``
 repeats) read it on the host first, as PyTorch does on a GPU: a barrier in tiered execution.
 
 Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry`` and ``ops.pointwise``;
-``ops.creation`` and ``ops.shape`` at the call.
+``ops.creation`` and ``ops.indexing`` at the call.
 """
 from __future__ import annotations
 
@@ -252,7 +252,7 @@ def index_add(input, dim, index, source, *, alpha=1):
 
 
 def _index_dim(input, dim, index, name):
-    from .shape import _check_values
+    from .indexing import _check_values
     return _check_values(input, wrap_dim(dim, input.ndim), index, name)
 
 

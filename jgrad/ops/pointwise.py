@@ -5,8 +5,8 @@ The helpers every elementwise family uses live here too: ``_promote`` (PyTorch's
 ``_check_operand``, ``_binary``, ``_unary_fn`` and ``_binop`` (a Python operator as a Tensor method).
 Comparisons and logic are in ``comparison.py``; casts, device transfers and ``copy_`` in ``conversion.py``.
 
-Imports ``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``; ``ops.shape``
-at the call of ``where(condition)`` alone (``nonzero``; shape imports this module's helpers).
+Imports ``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``; ``ops.indexing``
+at the call of ``where(condition)`` alone (``nonzero``; indexing imports this module's helpers).
 """
 from __future__ import annotations
 
@@ -429,7 +429,7 @@ def where(condition, input=None, other=None):
     """Elementwise select; ``where(condition)`` alone returns the indices of True entries."""
     expect_tensor(condition, "where", "condition", pos=None)
     if input is None and other is None:
-        from .shape import nonzero
+        from .indexing import nonzero
         return nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtype.bool and condition.dtype is not _dtype.uint8:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "

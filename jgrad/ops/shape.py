@@ -1,8 +1,10 @@
-"""Shape and indexing ops. Views are copies in jgrad (JAX arrays are immutable); every
-op here is differentiable through its formula or ``jax.vjp``.
+"""Shape ops. The ops PyTorch documents as views return views: tensors on their input's storage
+(``jgrad._views`` makes them, ``jgrad._view_writes`` carries writes through them); the others (``cat``,
+``repeat``, ``flip``, a ``reshape`` no strides allow...) copy. Every op here is differentiable through its
+formula or ``jax.vjp``. Indexing is in ``ops.indexing``.
 
-Imports ``_dispatch``, ``_checks`` (deferred index checks), ``_dtype``, ``_tensor`` and
-``ops._registry``; ``ops.creation`` at the call.
+Imports ``_dispatch``, ``_views``/``_view_writes``/``_layout`` (views), ``_dtype``, ``_tensor`` and
+``ops._registry``.
 """
 from __future__ import annotations
 
@@ -12,11 +14,10 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call, call_inplace
-from .._checks import check_range
+from .. import _dtype, _layout, _view_writes, _views
+from .._dispatch import Op, call
 from .._tensor import Tensor
-from ._registry import (as_index, as_index_or, check_extent, expect_tensor, check_new_shape, norm_dim, parse_size, static, tensor_method,
+from ._registry import (as_index_or, check_extent, expect_tensor, check_new_shape, norm_dim, parse_size, tensor_method,
                         type_name, wrap_dim)
 
 
@@ -43,11 +44,28 @@ RESHAPE = Op("ViewBackward0", lambda a, shape: jnp.reshape(a, shape),
              lambda ctx, g: (g.reshape(ctx.in_avals[0][0]),), save=())
 
 
+def _reshape_view(input, shape, strides=None, name="ViewBackward0"):
+    """A view of ``input`` with ``shape`` (its elements in the same order), or None where its strides allow
+    none. ``strides`` overrides the geometry PyTorch gives (``squeeze``/``unsqueeze``)."""
+    g = _views.geometry(input)
+    if strides is None:
+        strides = _layout.view_strides(g.shape, g.strides, shape)
+        if strides is None:
+            return None
+    return _views.view(input, ("reshape", tuple(input.shape), tuple(shape)), (), name, shape, strides, g.offset)
+
+
 def _reshape(input, shape, name):
     shape = _infer_shape(shape, input.numel())
     if not input.numel():  # the only case where a new shape's extent can overflow (its product is 0)
         check_extent(shape, input.dtype.itemsize, name)
-    return call(RESHAPE, input, shape=shape)
+    out = _reshape_view(input, shape)
+    if out is not None:
+        return out
+    if name == "view":
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return call(RESHAPE, input, shape=shape)  # PyTorch's reshape copies where no view exists
 
 
 @tensor_method()
@@ -57,16 +75,32 @@ def reshape(input, *shape):
 
 @tensor_method()
 def view(input, *shape):
+    if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)) and _dtype_like(shape[0]):
+        return _view_dtype(input, shape[0])
     return _reshape(input, parse_size(shape, "view"), "view")
+
+
+def _dtype_like(x):
+    return isinstance(x, (_dtype.dtype, np.dtype, type)) and not isinstance(x, Tensor)
+
+
+def _view_dtype(input, dt):
+    dt = _dtype.canonical(dt)
+    if dt is input.dtype:
+        return _views.view(input, ("reshape", input.shape, input.shape), (), "ViewBackward0", input.shape,
+                           _views.geometry(input).strides, _views.geometry(input).offset)
+    raise RuntimeError(f"Tensor.view({dt}) reinterprets memory as another dtype, which jgrad does not support: use "
+                       f".to({dt}) for a converted copy.")
 
 
 @tensor_method()
 def view_as(input, other):
+    return view(input, other.shape)
+
+
+@tensor_method("reshape_as")
+def reshape_as(input, other):
     return reshape(input, other.shape)
-
-
-reshape_as = view_as
-tensor_method("reshape_as")(view_as)
 
 
 @tensor_method()
@@ -76,6 +110,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     s, e = wrap_dim(start_dim, input.ndim, "flatten", "start_dim"), wrap_dim(end_dim, input.ndim, "flatten", "end_dim")
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return input  # PyTorch returns the tensor itself
     shape = input.shape[:s] + (math.prod(input.shape[s:e + 1]),) + input.shape[e + 1:]
     return reshape(input, shape)
 
@@ -84,35 +120,36 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     d = wrap_dim(dim, input.ndim)
     sizes = _infer_shape(parse_size(sizes, "unflatten", "sizes", pos=None, varargs=False), input.shape[d])
-    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
+    return view(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
 @tensor_method()
 def squeeze(input, dim=None):
+    g = _views.geometry(input)
     if dim is None:
-        shape = tuple(s for s in input.shape if s != 1)
+        keep = [i for i, s in enumerate(input.shape) if s != 1]
+        name = "SqueezeBackward0"
     else:
         dims = norm_dim(dim, input.ndim, "squeeze")
-        shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
-    return reshape(input, shape)
+        keep = [i for i, s in enumerate(input.shape) if not (i in dims and s == 1)]
+        name = "SqueezeBackward1" if isinstance(dim, builtins.int) else "SqueezeBackward2"
+    shape = tuple(input.shape[i] for i in keep)
+    return _reshape_view(input, shape, tuple(g.strides[i] for i in keep), name)
 
 
 @tensor_method()
 def unsqueeze(input, dim):
     d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
-    return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
+    g = _views.geometry(input)
+    stride = g.shape[d] * g.strides[d] if d < input.ndim else 1
+    return _reshape_view(input, input.shape[:d] + (1,) + input.shape[d:], g.strides[:d] + (stride,) + g.strides[d:],
+                         "UnsqueezeBackward0")
 
 
-def _perm_bwd(ctx, g):
-    perm = ctx.attrs["perm"]
-    return (jnp.transpose(g, np.argsort(perm)),)
-
-
-def _perm_op(name):
-    return Op(name, lambda a, perm: jnp.transpose(a, perm), _perm_bwd, save=())
-
-
-PERMUTE, TRANSPOSE, T_OP = _perm_op("PermuteBackward0"), _perm_op("TransposeBackward0"), _perm_op("TBackward0")
+def _permuted(input, perm, name):
+    g = _views.geometry(input)
+    return _views.view(input, ("perm", tuple(perm)), (), name, tuple(input.shape[p] for p in perm),
+                       tuple(g.strides[p] for p in perm), g.offset)
 
 
 @tensor_method()
@@ -125,34 +162,62 @@ def permute(input, *dims):
     perm = tuple(wrap_dim(d, input.ndim) for d in dims)
     if len(set(perm)) != len(perm):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return call(PERMUTE, input, perm=perm)
+    return _permuted(input, perm, "PermuteBackward0")
 
 
-def _swap(input, dim0, dim1, op):
+def _swap(input, dim0, dim1, name):
     a, b = wrap_dim(dim0, input.ndim, "transpose", "dim0"), wrap_dim(dim1, input.ndim, "transpose", "dim1")
     perm = list(range(input.ndim))
     if perm:  # a 0-d tensor: transpose(0, 0) is the identity (still a new tensor, as PyTorch's view)
         perm[a], perm[b] = perm[b], perm[a]
-    return call(op, input, perm=tuple(perm))
+    return _permuted(input, perm, name)
 
 
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
-    return _swap(input, dim0, dim1, TRANSPOSE)
+    return _swap(input, dim0, dim1, "TransposeBackward0")
 
 
 @tensor_method()
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return _swap(input, 0, -1, T_OP) if input.ndim == 2 else call(T_OP, input, perm=tuple(range(input.ndim)))
+    return _swap(input, 0, -1, "TBackward0") if input.ndim == 2 else _permuted(input, tuple(range(input.ndim)),
+                                                                                  "TBackward0")
+
+
+@tensor_method("transpose_", "swapaxes_", "swapdims_")
+def transpose_(input, dim0, dim1):
+    a, b = wrap_dim(dim0, input.ndim, "transpose", "dim0"), wrap_dim(dim1, input.ndim, "transpose", "dim1")
+    perm = list(range(input.ndim))
+    if perm:
+        perm[a], perm[b] = perm[b], perm[a]
+    return _view_writes.reshape_inplace(input, lambda: _permuted(input, perm, "TransposeBackward1"),
+                                  lambda v: ("perm", tuple(perm)))
+
+
+@tensor_method()
+def t_(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    perm = (1, 0) if input.ndim == 2 else tuple(range(input.ndim))
+    return _view_writes.reshape_inplace(input, lambda: _permuted(input, perm, "TBackward1"), lambda v: ("perm", perm))
+
+
+@tensor_method()
+def squeeze_(input, dim=None):
+    old = tuple(input.shape)
+    return _view_writes.reshape_inplace(input, lambda: squeeze(input, dim), lambda v: ("reshape", tuple(v.shape), old))
+
+
+@tensor_method()
+def unsqueeze_(input, dim):
+    old = tuple(input.shape)
+    return _view_writes.reshape_inplace(input, lambda: unsqueeze(input, dim), lambda v: ("reshape", tuple(v.shape), old))
 
 
 Tensor.T = property(lambda self: permute(self, *reversed(range(self.ndim))))
 Tensor.mT = property(lambda self: transpose(self, -2, -1))
-
-
-EXPAND = Op("ExpandBackward0", lambda a, shape: jnp.broadcast_to(a, shape), lambda ctx, g: (g,), save=())
 
 
 @tensor_method()
@@ -175,7 +240,11 @@ def expand(input, *sizes):
                                f"Tensor sizes: {list(input.shape)}")
         if shape[i + lead] < 0:  # PyTorch's wording for a negative size where the tensor has a 1
             raise RuntimeError("numel: integer multiplication overflow")
-    return call(EXPAND, input, shape=check_extent(shape, input.dtype.itemsize, "expand"))
+    shape = check_extent(shape, input.dtype.itemsize, "expand")
+    g = _views.geometry(input)
+    strides = (0,) * lead + tuple(0 if s == 1 and shape[i + lead] != 1 else g.strides[i]
+                                  for i, s in enumerate(input.shape))
+    return _views.view(input, ("expand", tuple(input.shape), shape), (), "ExpandBackward0", shape, strides, g.offset)
 
 
 @tensor_method()
@@ -189,7 +258,89 @@ def broadcast_to(input, shape):
 
 @tensor_method()
 def contiguous(input, memory_format=None):
-    return input
+    """The tensor itself when its elements are laid out contiguously, else a contiguous copy."""
+    g = _views.geometry(input)
+    if _layout.is_contiguous(g.shape, g.strides):
+        return input
+    return input.clone()
+
+
+@tensor_method()
+def is_contiguous(input, memory_format=None) -> bool:
+    g = _views.geometry(input)
+    return _layout.is_contiguous(g.shape, g.strides)
+
+
+@tensor_method()
+def stride(input, dim=None):
+    """Strides in elements, as PyTorch reports them for this tensor's place in its storage."""
+    s = _views.geometry(input).strides
+    return s if dim is None else s[wrap_dim(dim, input.ndim)]
+
+
+@tensor_method()
+def storage_offset(input) -> int:
+    return _views.geometry(input).offset
+
+
+@tensor_method()
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal as a view (``offset`` above the main one, or below when negative), moved to the last dim."""
+    offset = as_index_or(offset, "diagonal", "offset", "int", pos=None)
+    if input.ndim < 2:
+        raise RuntimeError(f"diagonal dimensions requires ndim larger than 1, but got ndim {input.ndim}")
+    d1, d2 = wrap_dim(dim1, input.ndim), wrap_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    g = _views.geometry(input)
+    n1, n2 = input.shape[d1], input.shape[d2]
+    n = builtins.max(builtins.min(n1, n2 - offset) if offset >= 0 else builtins.min(n1 + offset, n2), 0)
+    start = g.offset
+    if n:
+        start += offset * g.strides[d2] if offset >= 0 else -offset * g.strides[d1]
+    keep = [i for i in range(input.ndim) if i not in (d1, d2)]
+    shape = tuple(input.shape[i] for i in keep) + (n,)
+    strides = tuple(g.strides[i] for i in keep) + (g.strides[d1] + g.strides[d2],)
+    return _views.view(input, ("diagonal", offset, d1, d2), (), "DiagonalBackward0", shape, strides, start)
+
+
+@tensor_method()
+def unfold(input, dimension, size, step):
+    """Windows of ``size`` elements ``step`` apart along ``dimension``, as a view with a new last dim."""
+    g = _views.geometry(input)
+    d = wrap_dim(dimension, builtins.max(input.ndim, 1))
+    n = input.shape[d] if input.ndim else 1
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if input.ndim == 0:
+        return _reshape_view(input, (1,), (1,), "UnfoldBackward0")
+    windows = (n - size) // step + 1
+    shape = input.shape[:d] + (windows,) + input.shape[d + 1:] + (size,)
+    strides = g.strides[:d] + (g.strides[d] * step,) + g.strides[d + 1:] + (g.strides[d],)
+    return _views.view(input, ("unfold", d, size, step), (), "UnfoldBackward0", shape, strides, g.offset)
+
+
+@tensor_method()
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of ``input``'s storage with the given sizes, strides and offset (in elements)."""
+    size = parse_size(size, "as_strided", "size", pos=None, varargs=False)
+    stride = parse_size(stride, "as_strided", "stride", pos=None, varargs=False)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if builtins.any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}")
+    offset = _views.geometry(input).offset if storage_offset is None else storage_offset
+    if offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {offset}")
+    need = offset + builtins.sum((n - 1) * st for n, st in zip(size, stride)) + 1 if 0 not in size else 0
+    have = _views.alias_of(input).storage.root.numel()
+    if need > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {input.dtype.itemsize} requiring a storage size of {need * input.dtype.itemsize} "
+                           f"are out of bounds for storage of size {have * input.dtype.itemsize}")
+    return _views.as_strided(input, size, stride, offset)
 
 
 CAT = Op("CatBackward0", lambda *xs, dim: jnp.concatenate(xs, axis=dim))
@@ -244,11 +395,16 @@ def stack(tensors, dim=0):
     return call(STACK, *tensors, dim=wrap_dim(dim, tensors[0].ndim + 1))
 
 
-def _split_fwd(a, sections, dim):
-    return tuple(jnp.split(a, np.cumsum(sections)[:-1].tolist(), axis=dim))
-
-
-SPLIT = Op("SplitBackward0", _split_fwd, num_outputs=-1)
+def _slices(input, d, sections):
+    """One index step per section along ``d`` (start, length), with PyTorch's geometry."""
+    g = _views.geometry(input)
+    out, start = [], 0
+    for n in sections:
+        sizes = tuple(n if i == d else s for i, s in enumerate(input.shape))
+        step = ("index", sizes, (1,) * input.ndim, tuple(range(input.ndim)), (d,))
+        out.append((step, (start,), sizes, g.strides, g.offset + start * g.strides[d]))
+        start += n
+    return out
 
 
 @tensor_method()
@@ -263,6 +419,7 @@ def split(input, split_size_or_sections, dim=0):
         if s == 0 and n:
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
         sections = tuple([s] * (n // s) + ([n % s] if n % s else [])) if n else (0,)
+        name = "SplitBackward0"
     else:
         sections = parse_size(split_size_or_sections, "split_with_sizes", "split_sizes", pos=2, varargs=False)
         if builtins.any(x < 0 for x in sections):
@@ -271,8 +428,8 @@ def split(input, split_size_or_sections, dim=0):
         if builtins.sum(sections) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
                                f"at dimension {d}), but got split_sizes={list(sections)}")
-    out = call(SPLIT, input, sections=sections, dim=d)
-    return out if isinstance(out, tuple) else (out,)
+        name = "SplitWithSizesBackward0"
+    return _views.view_multi(input, _slices(input, d, sections), name)
 
 
 @tensor_method()
@@ -286,102 +443,15 @@ def chunk(input, chunks, dim=0):
 
 @tensor_method()
 def unbind(input, dim=0):
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = wrap_dim(dim, input.ndim)
-    return tuple(squeeze(p, d) for p in split(input, 1, d))
-
-
-def _block(a, shape, skip):
-    """The leading ``shape`` block of ``a`` in every dimension but ``skip`` (index smaller than input)."""
-    return a[tuple(slice(None) if i == skip else slice(0, n) for i, n in enumerate(shape))]
-
-
-def _scatter_index(idx, dim):
-    """Full coordinates for ``a.at[...]``: ``idx`` along ``dim``, the position itself elsewhere."""
-    grids = jnp.indices(idx.shape, sparse=True)
-    return tuple(idx if i == dim else grids[i] for i in range(idx.ndim))
-
-
-def _scatter_src(src, idx, dtype):
-    src = jnp.asarray(src)
-    if src.ndim:
-        src = _block(src, idx.shape, None)
-    return jnp.broadcast_to(src.astype(dtype), idx.shape)
-
-
-GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(_block(a, idx.shape, dim), idx, axis=dim))
-SCATTER = Op("ScatterBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].set(
-    _scatter_src(src, idx, a.dtype)))
-SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].add(
-    _scatter_src(src, idx, a.dtype)))
-INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx.reshape(-1), axis=dim))
-
-
-def _out_of_bounds(cls, dim, size):
-    """PyTorch's error for an index out of range (as ``_checks.check_range``'s ``make_error``)."""
-    return lambda bad: cls(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-
-
-def _check_values(input, d, index, name):
-    """The indices' values in ``[0, size)`` along ``d`` (on the device: reported at the next host sync)."""
-    check_range(index, 0, input.shape[d] if input.ndim else 1, _out_of_bounds(RuntimeError, d, input.shape[d]
-                                                                              if input.ndim else 1), name)
-    return d
-
-
-def _check_index(input, dim, index, name, src=None):
-    """PyTorch's checks of gather/scatter: int index, same rank, index no larger than input, values in range."""
-    if index.dtype.is_floating_point or index.dtype is _dtype.bool:
-        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
-    d = wrap_dim(dim, input.ndim)
-    if index.ndim != input.ndim and index.numel() > 0:
-        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    for i in range(index.ndim):
-        if i != d and index.shape[i] > input.shape[i]:
-            raise RuntimeError(f"Size does not match at dimension {i} expected index {list(index.shape)} to be no "
-                               f"larger than self {list(input.shape)} apart from dimension {d}")
-        if isinstance(src, Tensor) and src.ndim and index.shape[i] > src.shape[i]:
-            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than src "
-                               f"{list(src.shape)} in dimension {i}")
-    return _check_values(input, d, index, name)
-
-
-@tensor_method()
-def gather(input, dim, index):
-    return call(GATHER, input, index, dim=_check_index(input, dim, index, "gather"))
-
-
-@tensor_method()
-def scatter(input, dim, index, src=None, value=None):
-    src = value if src is None else src
-    return call(SCATTER, input, index, src, dim=_check_index(input, dim, index, "scatter", src))
-
-
-@tensor_method()
-def scatter_add(input, dim, index, src):
-    return call(SCATTER_ADD, input, index, src, dim=_check_index(input, dim, index, "scatter_add", src))
-
-
-@tensor_method("scatter_")
-def scatter_(input, dim, index, src=None, value=None):
-    src = value if src is None else src
-    return call_inplace(SCATTER, input, index, src, dim=_check_index(input, dim, index, "scatter_", src))
-
-
-@tensor_method("scatter_add_")
-def scatter_add_(input, dim, index, src):
-    return call_inplace(SCATTER_ADD, input, index, src, dim=_check_index(input, dim, index, "scatter_add_", src))
-
-
-@tensor_method()
-def index_select(input, dim, index):
-    if index.ndim > 1:
-        raise IndexError("index_select(): Index is supposed to be a vector")
-    if index.dtype.is_floating_point or index.dtype is _dtype.bool:
-        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
-    d = wrap_dim(dim, input.ndim)
-    check_range(index, 0, input.shape[d] if input.ndim else 1, lambda bad: IndexError("index out of range in self"),
-                "index_select")
-    return call(INDEX_SELECT, input, index, dim=d)
+    pieces = []
+    for step, dyn, sizes, strides, offset in _slices(input, d, (1,) * input.shape[d]):
+        keep = tuple(i for i in range(input.ndim) if i != d)
+        step = step[:3] + (keep, step[4])
+        pieces.append((step, dyn, tuple(sizes[i] for i in keep), tuple(strides[i] for i in keep), offset))
+    return _views.view_multi(input, pieces, "UnbindBackward0") if pieces else ()
 
 
 REPEAT = Op("RepeatBackward0", lambda a, reps: jnp.tile(a, reps))
@@ -453,19 +523,6 @@ def triu(input, diagonal=0):
     return _tri(TRIU, "triu", input, diagonal)
 
 
-MASKED_FILL = Op("MaskedFillBackward0", lambda a, mask, v: jnp.where(mask, jnp.asarray(v, a.dtype), a))
-
-
-@tensor_method()
-def masked_fill(input, mask, value):
-    return call(MASKED_FILL, input, mask, value)
-
-
-@tensor_method("masked_fill_")
-def masked_fill_(input, mask, value):
-    return call_inplace(MASKED_FILL, input, mask, value)
-
-
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
@@ -497,193 +554,3 @@ def pad(input, pad, mode="constant", value=None):
         widths = [(builtins.max(lo, 0), builtins.max(hi, 0)) for lo, hi in widths]
         input = out
     return call(PAD, input, 0 if value is None else value, widths=tuple(widths), mode=_PAD_MODES[mode])
-
-
-NONZERO = Op("nonzero", lambda a: a, differentiable=False)
-
-
-@tensor_method()
-def nonzero(input, *, as_tuple=False):
-    """Indices of non-zero entries (a host sync: the output shape depends on the data)."""
-    from .creation import tensor
-    input._host_sync("nonzero()")
-    idx = np.nonzero(np.asarray(input._value))
-    dt = _dtype._index_dtype()
-    if as_tuple:
-        return tuple(tensor(i.astype(dt.np), device=input.device) for i in idx)
-    return tensor(np.stack(idx, axis=1).astype(dt.np), device=input.device)
-
-
-# ---- indexing ----------------------------------------------------------------------
-_T = "<tensor>"
-
-
-def _consumed(i):
-    """How many dimensions of the indexed tensor an index entry uses."""
-    if i is None or i is Ellipsis or isinstance(i, (builtins.bool, np.bool_)):
-        return 0
-    if isinstance(i, (Tensor, np.ndarray)) and i.dtype in (_dtype.bool, np.bool_):
-        return i.ndim
-    return 1
-
-
-def _index_spec(input, idx):
-    """Split an index into a static spec (the kernel's cache key) and the tensors it uses (dynamic),
-    checking it as PyTorch does. Boolean masks become integer indices (a host sync)."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    idx = tuple(np.asarray(i) if isinstance(i, list) else i for i in idx)
-    used = builtins.sum(_consumed(i) for i in idx)
-    if used > input.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {input.ndim}")
-    spec, tensors, dim = [], [], 0
-    for i in idx:
-        if i is Ellipsis:
-            spec.append(i)
-            dim += input.ndim - used
-        elif i is None:
-            spec.append(None)
-        elif isinstance(i, slice):
-            spec.append(("slice", _int_or_none(i.start), _int_or_none(i.stop), _int_or_none(i.step)))
-            dim += 1
-        elif _consumed(i) != 1 or isinstance(i, (Tensor, np.ndarray)) and i.dtype in (_dtype.bool, np.bool_):
-            dim = _mask_index(input, i, dim, spec, tensors)
-        elif isinstance(i, (Tensor, np.ndarray)):
-            t = _int_index(input, i, dim)
-            n = input.shape[dim]
-            check_range(t, -n, n, _out_of_bounds(IndexError, dim, n), "indexing")
-            tensors.append(t)
-            spec.append(_T)
-            dim += 1
-        elif isinstance(i, (int, np.integer)):
-            n = input.shape[dim]
-            if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {n}")
-            spec.append(builtins.int(i))
-            dim += 1
-        else:
-            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
-                             f"valid indices (got {type(i).__name__})")
-    return tuple(spec), tensors
-
-
-def _int_index(input, i, dim):
-    """An integer index array; host data (lists, NumPy) is bounds-checked as PyTorch does."""
-    from .creation import tensor
-    if isinstance(i, Tensor):
-        if i.dtype.is_floating_point or i.dtype.is_complex:
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        return i
-    if i.dtype.kind not in "iu":
-        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    n = input.shape[dim]
-    bad = i[(i >= n) | (i < -n)]
-    if bad.size:
-        raise IndexError(f"index {bad.flat[0]} is out of bounds for dimension {dim} with size {n}")
-    return tensor(i.astype(_dtype._index_dtype().np), device=input.device)
-
-
-def _mask_index(input, mask, dim, spec, tensors):
-    """A boolean mask over ``mask.ndim`` dimensions from ``dim``: its nonzero coordinates (host sync)."""
-    from .creation import tensor
-    if isinstance(mask, (builtins.bool, np.bool_)) or mask.ndim == 0:
-        # x[True] adds a dimension of size 1, x[False] one of size 0. Tagged: in the kernel cache key
-        # a bare True would equal the integer index 1 (True == 1, same hash).
-        spec.append(("bool", builtins.bool(mask)))
-        return dim
-    if not isinstance(mask, Tensor):
-        mask = tensor(mask, device=input.device)
-    for k, size in enumerate(mask.shape):
-        if size != input.shape[dim + k]:
-            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {k} does not match the shape of "
-                             f"the indexed tensor {list(input.shape)} at index {dim + k}")
-    spec.extend([_T] * mask.ndim)
-    tensors.extend(nonzero(mask, as_tuple=True))
-    return dim + mask.ndim
-
-
-def _int_or_none(v):
-    return None if v is None else builtins.int(v)
-
-
-def _build_index(spec, tensors):
-    it = iter(tensors)
-    out = []
-    for s in spec:
-        if s is _T or s == _T:
-            out.append(next(it))
-        elif isinstance(s, tuple):
-            out.append(slice(s[1], s[2], s[3]) if s[0] == "slice" else s[1])
-        else:
-            out.append(s)
-    return tuple(out)
-
-
-GETITEM = Op("IndexBackward0", lambda a, *idx, spec: a[_build_index(spec, idx)])
-
-
-def _setitem_fwd(a, v, *idx, spec):
-    index = _build_index(spec, idx)
-    _check_value_shape(jnp.shape(v), a[index].shape)  # traced: a[index] costs nothing at run time
-    return a.at[index].set(jnp.asarray(v).astype(a.dtype))
-
-
-def _check_value_shape(vshape, target):
-    """PyTorch's wording when the assigned value does not broadcast to the indexed region."""
-    if len(vshape) > len(target):
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
-                           f"result of shape {list(target)}")
-    for k in range(1, len(vshape) + 1):
-        if vshape[-k] != 1 and vshape[-k] != target[-k]:
-            raise RuntimeError(f"The expanded size of the tensor ({target[-k]}) must match the existing size "
-                               f"({vshape[-k]}) at non-singleton dimension {len(target) - k}.  Target sizes: "
-                               f"{list(target)}.  Tensor sizes: {list(vshape)}")
-
-
-SETITEM = Op("IndexPutBackward0", _setitem_fwd)
-
-
-def _getitem(self, idx):
-    spec, tensors = _index_spec(self, idx)
-    return call(GETITEM, self, *tensors, spec=spec)
-
-
-def _setitem(self, idx, value):
-    spec, tensors = _index_spec(self, idx)
-    if isinstance(value, Tensor) and value.device is not self.device:
-        value = value.to(self.device)
-    call_inplace(SETITEM, self, value, *tensors, spec=spec)
-
-
-Tensor.__getitem__ = _getitem
-Tensor.__setitem__ = _setitem
-
-
-@tensor_method()
-def narrow(input, dim, start, length):
-    """PyTorch's checks (a 0-d tensor, a negative length, ``start`` out of range, past the end), then a slice."""
-    if input.ndim == 0:
-        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    if isinstance(start, Tensor):
-        if start.ndim != 0 or start.dtype.is_floating_point or start.dtype.is_complex or start.dtype is _dtype.bool:
-            raise RuntimeError("start must be an 0-dim integral Tensor.")
-        start = builtins.int(start.item())  # a host read, as PyTorch's narrow(Tensor start) makes
-    start = as_index_or(start, "narrow", "start", "int", pos=None)
-    length = as_index_or(length, "narrow", "length", "int", pos=None)
-    if length < 0:
-        raise RuntimeError("narrow(): length must be non-negative.")
-    d = wrap_dim(dim, input.ndim, "narrow")
-    n = input.shape[d]
-    if not -n <= start <= n:
-        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
-    if start < 0:
-        start += n
-    if start > n - length:
-        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
-    return _getitem(input, (slice(None),) * d + (slice(start, start + length),))
-
-
-@tensor_method()
-def select(input, dim, index):
-    d = wrap_dim(dim, input.ndim)
-    return _getitem(input, (slice(None),) * d + (index,))
