@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtype, streams
+from . import _dtype, _segment, streams
 from ._dispatch import Op, call
 from ._tensor import Tensor
 
@@ -84,7 +84,27 @@ class PendingCheck:
 
 
 _lock = threading.Lock()
-_pending: list = []   # PendingCheck, in issue order
+
+
+class _ThreadChecks:
+    """One thread's checks not yet reported (in issue order), and per device the tensor that is 0 once one of
+    them failed ("auto" mode: the gate of that thread's in-place writes)."""
+
+    __slots__ = ("pending", "ok")
+
+    def __init__(self):
+        self.pending, self.ok = [], {}
+
+
+_threads: dict = {}   # thread id -> _ThreadChecks: a report goes to the thread that issued the op
+
+
+def _mine(create=True):
+    tid = threading.get_ident()
+    st = _threads.get(tid)
+    if st is None and create:
+        st = _threads[tid] = _ThreadChecks()
+    return st
 
 
 def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=None) -> None:
@@ -119,11 +139,34 @@ def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
 
 def _register(check, flag):
     cap = flag._stream._capture if flag._stream is not None else None
-    with _lock:
-        if cap is not None:
+    if cap is not None:
+        with _lock:
             cap.checks.append(check)  # re-armed at every replay (graphs.Graph.replay)
-        else:
-            _pending.append(check)
+        return
+    _pend([check])
+
+
+CHECK_OK = Op("check_ok", lambda flag: flag[0], differentiable=False)
+CHECK_OK_AND = Op("check_ok_and", lambda ok, flag: jnp.minimum(ok, flag[0]), differentiable=False)
+
+
+def _pend(checks):
+    """Checks of this thread to report at its next host sync; in "auto" mode they also gate its writes."""
+    st = _mine()
+    with _lock:
+        st.pending.extend(checks)
+    if not _segment.auto[0]:
+        return
+    for c in checks:  # 1 while every pending check of the thread passed: recorded beside them, no sync
+        dev = c.flag._device
+        ok = st.ok.get(dev)
+        st.ok[dev] = call(CHECK_OK, c.flag) if ok is None else call(CHECK_OK_AND, ok, c.flag)
+
+
+def _gate_for(tid, device):
+    """The gate of thread ``tid``'s in-place writes on ``device`` (``_segment.check_gate``), or None."""
+    st = _threads.get(tid)
+    return st.ok.get(device) if st is not None and st.pending else None
 
 
 def _is_tracer(d):
@@ -131,20 +174,24 @@ def _is_tracer(d):
 
 
 def rearm(checks) -> None:
-    """A replay made these captured flags anew: report them at the next host sync."""
+    """A replay made these captured flags anew: report them at the replaying thread's next host sync."""
     if checks:
-        with _lock:
-            _pending.extend(checks)
+        _pend(list(checks))
 
 
 def verify(noticed: str) -> None:
-    """Read every pending flag (one transfer) and raise the first failure's error; the list is cleared."""
+    """Read every flag this thread has pending (one transfer) and raise the first failure's error; the thread's
+    list is cleared. Other threads' checks are theirs to report."""
+    st = _mine(create=False)
+    if st is None or not st.pending:
+        return
+    checks = st.pending[:]
+    flags = [c.flag._value for c in checks]  # pending work runs here (a barrier, in "auto" mode), still gated
     with _lock:
-        if not _pending:
-            return
-        checks = _pending[:]
-        _pending.clear()
-    flags = [c.flag._value for c in checks]  # pending work runs here (a barrier, in "auto" mode)
+        del st.pending[:len(checks)]
+        if not st.pending:
+            st.ok.clear()
+            _threads.pop(threading.get_ident(), None)
     with _dtype.x64_scope():
         try:
             values = np.asarray(flags[0] if len(flags) == 1 else _stack(flags)).reshape(-1, 2)
@@ -161,17 +208,21 @@ def _stack(flags):
 
 
 def pending_count() -> int:
-    """How many checks wait for the next host sync (tests use it)."""
-    return len(_pending)
+    """How many checks of this thread wait for its next host sync (tests use it)."""
+    st = _mine(create=False)
+    return len(st.pending) if st is not None else 0
 
 
 def _on_host_sync(what, stream=None):
-    if _pending:
-        verify(f"{what} at {streams._user_site()}")
+    if _threads:
+        st = _mine(create=False)
+        if st is not None and st.pending:
+            verify(f"{what} at {streams._user_site()}")
 
 
 def _install():
     streams._sync_hooks.append(_on_host_sync)
+    _segment.check_gate[0] = _gate_for
 
 
 _install()

@@ -24,7 +24,7 @@ import numpy as np
 
 import weakref
 
-from . import _dtype, _segment, _tape
+from . import _dtype, _kernel_cache, _segment, _tape
 from ._device import get_default_device, resolve_devices
 from ._tensor import Tensor
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
@@ -85,8 +85,15 @@ class Op:
         fn = self._kernels.get(key)
         if fn is None:
             fwd = self.forward
-            fn = jax.jit(lambda *a: fwd(*a, **attrs))
+
+            def forward(*a):
+                _kernel_cache.traced()  # at trace time only: a new input signature (bounded, _kernel_cache)
+                return fwd(*a, **attrs)
+
+            forward.__name__ = forward.__qualname__ = f"{self.name}_forward"  # named in errors and profiles
+            fn = jax.jit(forward)
             self._kernels[key] = fn
+            _kernel_cache.made(fn, self._kernels, key)
         return fn
 
     def backward_kernel(self, key, attrs, mask, in_avals):
@@ -94,8 +101,15 @@ class Op:
         fn = self._bwd_kernels.get(k)
         if fn is None:
             body = _backward_body(self, attrs, mask, in_avals)
-            fn = jax.jit(body)
+
+            def backward(*a):
+                _kernel_cache.traced()
+                return body(*a)
+
+            backward.__name__ = backward.__qualname__ = f"{self.name}_backward"
+            fn = jax.jit(backward)
             self._bwd_kernels[k] = fn
+            _kernel_cache.made(fn, self._bwd_kernels, k)
         return fn
 
 
@@ -104,6 +118,7 @@ def clear_kernel_caches() -> None:
     for op in _ALL_OPS:
         op._kernels.clear()
         op._bwd_kernels.clear()
+    _kernel_cache.forget_all()
 
 
 class BackwardContext:
