@@ -1,8 +1,9 @@
 """Device-side checks of values (indices in range, divisors not zero, probabilities in [0, 1]): CUDA's device-side
 asserts, without the broken context.
 
-Ops call ``check_range`` and ``check_values``; this module imports ``_dispatch`` (the check is an op) and is used by the op library
-and by ``graphs`` (a replay re-arms the checks it captured). ``streams`` and ``_dispatch`` reach it
+Ops call ``check_range`` and ``check_values``; this module imports ``_dispatch`` (the check is an op) and
+``_segment`` (it installs the gate of a thread's writes, ``_segment.check_gate``), and is used by the op
+library and by ``graphs`` (a replay re-arms the checks it captured). ``streams`` and ``_dispatch`` reach it
 through the host-sync hook it installs, never by import.
 
 Note [Deferred checks]
@@ -15,13 +16,24 @@ device-side asserts do, the check is computed on the device beside the op's resu
 ``[ok, first bad value]``, and the flag is read at the next host synchronization.
 
 When it is reported: at the next host read of a value (``item``, ``tolist``, ``numpy``, ``bool``,
-printing), ``synchronize()`` of a stream, an event or the device, or a DLPack export. Index tensors
-whose values already sit in host memory (a CPU tensor that is not pending work) are checked at the op,
-with NumPy, and raise there, as PyTorch's CPU kernels do. The error is PyTorch's (its type and
-wording), followed by where the op was issued and where the failure was noticed.
+printing, a copy to the CPU), ``synchronize()`` of a stream, an event or the device, or a DLPack export,
+by the thread that issued the op (each thread has its own pending checks: another thread's reads never
+raise it, and the issuing thread's next read always does). Index tensors whose values already sit in
+host memory (a CPU tensor that is not pending work) are checked at the op, with NumPy, and raise there,
+as PyTorch's CPU kernels do. The error is PyTorch's (its type and wording), followed by where the op was
+issued and where the failure was noticed.
 
-What is left usable: the op's result holds clamped garbage, as on a GPU; nothing else is touched, the
-pending checks are cleared when one is reported, and every tensor, parameter and graph stays usable.
+What a failed check gates: in "auto" mode each thread keeps, per device, one flag that is 0 once any of
+its pending checks failed (``CHECK_OK``/``CHECK_OK_AND``, recorded beside the checks); at a barrier the
+segment chooses, on the device, between each in-place write of that thread and the value it replaces
+(``_segment_fail.gate``), so the step whose index was bad changes no parameter, ``.grad``, optimizer
+state or generator key, and neither does any later step of that thread until the failure is reported.
+A captured graph does the same inside its executable (``_compile._gate_of``). No host sync: the choice
+is made by the device.
+
+What is left usable: the op's result holds clamped values (an embedding reads the nearest row; the
+kernels of ``gather``/``index_select`` give NaN rows), the pending checks are cleared when one is
+reported, and every tensor, parameter and graph stays usable.
 """
 from __future__ import annotations
 

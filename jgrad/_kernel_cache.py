@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 
 #: Compiled executables kept over all op kernels (forward and backward) before the largest caches are cleared.
-max_executables = 2048
+max_executables = 512
 #: Kernels (sets of static attributes) kept per op and direction; the oldest is dropped past it.
 max_keys_per_op = 1024
 #: How many traces pass between two counts of the executables.

@@ -75,7 +75,7 @@ class Buffer:
         b.aval, b.shape, b.dtype, b.ndim, b.size, b.info = proto
         b._val = b.packed = None
         h = b.holders = _Holders()
-        h.seg = owner
+        h.seg, h.index = owner, index
         b.owner, b.index = owner, index
         return b
 
@@ -123,17 +123,18 @@ class Buffer:
 class _Holders(list):
     """The holders of a tiered segment's buffer. A tensor added while it holds other storage is about to be
     rebound to this buffer (an in-place write, ``t.data = ...``, an optimizer's update): its segment first
-    journals what the tensor held (``Segment.journal``), so that a segment that fails can put it back.
-    (It keeps the segment, not the buffer: a buffer in its own holders would be a reference cycle, and a dead
-    buffer must die at once, for the barrier's liveness.)"""
+    journals what the tensor held (``Segment.journal``), so that a segment that fails can put it back and a
+    failed device-side check can keep the write from happening. (It keeps the segment and the buffer's index,
+    not the buffer: a buffer in its own holders would be a reference cycle, and a dead buffer must die at
+    once, for the barrier's liveness.)"""
 
-    __slots__ = ("seg",)
+    __slots__ = ("seg", "index")
 
     def append(self, ref):
         t = ref()
         if t is not None:
             d = t._data
-            if type(d) is not Buffer or d.owner is not self.seg:
+            if type(d) is not Buffer or d.owner is not self.seg or d.index != self.index:
                 self.seg.journal(t)
         list.append(self, ref)
 

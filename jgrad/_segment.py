@@ -1,7 +1,7 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
 Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
-with ``_compile``'s helpers), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
+with ``_compile``'s helpers), ``_segment_fail`` (what a failing one leaves), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
 barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
 ``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
@@ -56,6 +56,12 @@ reads one takes the flat as its input and slices it inside its executable; once 
 pack is gone, the next reader donates the flat, so parameters and optimizer state updated every step
 keep one device address (XLA's CUDA graphs are not re-recorded) and cost one argument, not one each.
 
+Failures: a segment journals what each tensor and generator it rebinds held before (``_recorder._Holders``,
+``journal``), and a run that fails before its results are bound puts it back (Note [Transactional segments]
+in ``_segment_fail``); a thread's failed device-side checks keep its in-place writes from happening (a gate
+step recorded at the barrier). Compiled executables are bounded (``max_executables``, least recently run
+dropped first).
+
 The backward pass: when no user code can run during it, the engine's fast path records the whole
 pass as one step (Note [Backward plans], ``_backward_plan``); otherwise each node's kernel is
 recorded as the engine runs it.
@@ -67,7 +73,6 @@ in eager mode. A capture records on its own (``Capture``), after a barrier at it
 from __future__ import annotations
 
 import atexit
-import collections
 import os
 import sys
 import threading
@@ -129,37 +134,7 @@ _open: dict = {}   # device -> its pending Segment
 check_gate = [None]
 
 
-class _ExecutableLRU:
-    """The entries holding compiled executables, least recently run first (bounded by ``max_executables``)."""
-
-    def __init__(self):
-        self.entries = collections.OrderedDict()
-        self.lock = threading.Lock()
-
-    def touch(self, entry):
-        with self.lock:
-            if entry in self.entries:
-                self.entries.move_to_end(entry)
-
-    def add(self, entry):
-        with self.lock:
-            self.entries[entry] = None
-            self.entries.move_to_end(entry)
-            while len(self.entries) > max(1, max_executables):
-                old, _ = self.entries.popitem(last=False)
-                old.variants, old.seen = [], 0  # compiles again once it repeats
-                _stats.evicted += 1
-
-    def forget(self, entry):
-        with self.lock:
-            self.entries.pop(entry, None)
-
-    def clear(self):
-        with self.lock:
-            self.entries.clear()
-
-
-_executables = _ExecutableLRU()
+_executables = _run.ExecutableLRU()
 
 
 def set_execution_mode(mode: str) -> None:
@@ -497,7 +472,10 @@ class Segment(Recorder):
         segments] in ``_segment_fail``), the first time only."""
         j = self.journal_map
         if j is not None and id(t) not in j:
-            j[id(t)] = (t, t._data, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
+            d = t._data
+            if type(d) is Buffer and d.owner is self:  # made by this segment: its index (a buffer kept alive
+                d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
+            j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
 
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
@@ -596,11 +574,13 @@ class Segment(Recorder):
                 except Exception as e:  # noqa: BLE001 - an out-of-memory; an input on another device than compiled
                     if any(isinstance(x, jax.Array) and x.is_deleted() for x in self.inputs):
                         raise  # its inputs were consumed: nothing can run it again (the tensors are restored)
-                    entry.variants, entry.failed = [], f"{type(e).__name__}: {e}"
-                    _executables.forget(entry)
-                    if isinstance(e, jax.errors.JaxRuntimeError):  # not an input it cannot take: say so
+                    if isinstance(e, jax.errors.JaxRuntimeError):  # it ran and failed (out of memory): this run
                         warnings.warn(f"jgrad: the compiled executable of a segment of {len(self.steps)} ops "
-                                      f"failed ({entry.failed}); it runs op by op.", RuntimeWarning, stacklevel=3)
+                                      f"failed ({type(e).__name__}: {e}); this run goes op by op.", RuntimeWarning,
+                                      stacklevel=3)
+                    else:  # it cannot take these inputs (another device than compiled for): op by op from now on
+                        entry.variants, entry.failed = [], f"{type(e).__name__}: {e}"
+                        _executables.forget(entry)
                 else:
                     _stats.call_seconds += _clock() - t0
                     _stats.compiled_runs += 1
@@ -685,7 +665,7 @@ class Segment(Recorder):
                               "running op by op.", RuntimeWarning, stacklevel=2)
             else:
                 entry.variants.append((donate, exe))
-                _executables.add(entry)
+                _stats.evicted += _executables.add(entry, max_executables)
                 _stats.compiles += 1
                 _stats.compile_seconds += time.perf_counter() - t0
             finally:

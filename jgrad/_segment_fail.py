@@ -50,6 +50,20 @@ _weakref = weakref.ref
 _main_thread = threading.main_thread
 
 
+class Earlier:
+    """What a journaled tensor held when that was an earlier buffer of the same segment: its index and
+    prototype, not the buffer (kept alive, it would be an output of the segment)."""
+
+    __slots__ = ("index", "proto")
+
+    def __init__(self, b):
+        self.index, self.proto = b.index, (b.aval, b.shape, b.dtype, b.ndim, b.size, b.info)
+
+    def buffer(self, seg):
+        """A stand-in of the buffer, for a step the barrier records (its ref is the index)."""
+        return Buffer.made(self.proto, seg, self.index)
+
+
 class State:
     """How far one run of a segment got: the step being run op by op and the values so far; bound once its
     results are bound (then nothing rolls back)."""
@@ -126,12 +140,12 @@ _gate.__name__ = "gate of the in-place writes by the device-side checks"
 
 def gated_writes(seg):
     """{thread: [(tensor, its final buffer, what it held before, False) or (generator, ..., True)]} of the writes
-    ``seg`` may gate: those of tensors and generators that existed before it."""
+    ``seg`` may gate: every in-place write, to a tensor made before it or by it."""
     out = {}
     for t, old, *_, tid in seg.journal_map.values():
         d = t._data
-        if type(d) is Buffer and d.owner is seg and old is not None and not (type(old) is Buffer and old.owner is seg):
-            out.setdefault(tid, []).append((t, d, old, False))
+        if type(d) is Buffer and d.owner is seg and old is not None:
+            out.setdefault(tid, []).append((t, d, old.buffer(seg) if type(old) is Earlier else old, False))
     for gen, (r, tid) in seg.gens.old.items():
         d = gen._key
         old = ref_value(seg, r)
@@ -178,10 +192,10 @@ def roll_back(seg, e, state):
                 b.holders = []
     lost = []
     for t, old, vc, fn, nr, req, stream, _ in seg.journal_map.values():
-        if type(old) is Buffer and old.owner is seg:
-            if old._val is None:
-                continue  # made by this segment and not computed: keeps the failure
-            old = old._val
+        if type(old) is Earlier:  # made by this segment: what was computed before the failure, if it was
+            old = vals[old.index] if vals is not None else None
+            if old is None:
+                continue  # keeps the failure
         if isinstance(old, jax.Array) and old.is_deleted():
             lost.append(t)
             continue

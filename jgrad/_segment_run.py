@@ -6,7 +6,9 @@ and ``_dtype``; used by ``_segment`` alone, which owns the knobs (``pack_outputs
 """
 from __future__ import annotations
 
+import collections
 import sys
+import threading
 import warnings
 import weakref
 
@@ -95,6 +97,39 @@ class Pack:
         g, off = self.where[b.index]
         with x64_scope():
             return _slicer(off, b.size, b.shape)(self.flats[g])
+
+
+class ExecutableLRU:
+    """The structures (``_segment._Entry``) holding compiled executables, least recently run first."""
+
+    def __init__(self):
+        self.entries = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def touch(self, entry):
+        with self.lock:
+            if entry in self.entries:
+                self.entries.move_to_end(entry)
+
+    def add(self, entry, bound):
+        """Keep ``entry``'s executables; drop the least recently run past ``bound``; how many were dropped."""
+        dropped = 0
+        with self.lock:
+            self.entries[entry] = None
+            self.entries.move_to_end(entry)
+            while len(self.entries) > max(1, bound):
+                old, _ = self.entries.popitem(last=False)
+                old.variants, old.seen = [], 0  # compiles again once it repeats
+                dropped += 1
+        return dropped
+
+    def forget(self, entry):
+        with self.lock:
+            self.entries.pop(entry, None)
+
+    def clear(self):
+        with self.lock:
+            self.entries.clear()
 
 
 _SLICERS: dict = {}
