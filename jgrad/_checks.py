@@ -234,7 +234,7 @@ def _on_host_sync(what, stream=None):
 
 def _install():
     streams._sync_hooks.append(_on_host_sync)
-    _segment.check_gate[0] = _gate_for
+    _segment.check_gate[:] = [_gate_for, lambda: bool(_threads)]
 
 
 _install()

@@ -87,7 +87,6 @@ class Op:
             fwd = self.forward
 
             def forward(*a):
-                _kernel_cache.traced()  # at trace time only: a new input signature (bounded, _kernel_cache)
                 return fwd(*a, **attrs)
 
             forward.__name__ = forward.__qualname__ = f"{self.name}_forward"  # named in errors and profiles
@@ -101,13 +100,8 @@ class Op:
         fn = self._bwd_kernels.get(k)
         if fn is None:
             body = _backward_body(self, attrs, mask, in_avals)
-
-            def backward(*a):
-                _kernel_cache.traced()
-                return body(*a)
-
-            backward.__name__ = backward.__qualname__ = f"{self.name}_backward"
-            fn = jax.jit(backward)
+            body.__name__ = body.__qualname__ = f"{self.name}_backward"
+            fn = jax.jit(body)
             self._bwd_kernels[k] = fn
             _kernel_cache.made(fn, self._bwd_kernels, k)
         return fn

@@ -7,26 +7,28 @@ a CPU). Two knobs bound that:
 
 - ``max_executables``: the compiled executables kept over all kernels. Past it, the kernels holding the
   most executables (the ones whose shapes churn) forget theirs (``clear_cache``); a shape that comes back
-  compiles again. Counted every ``check_every`` traces (a trace is a kernel's first call with a new input
-  shape), so a kernel that is only hit costs nothing.
+  compiles again. Counted every ``check_every`` XLA compiles (JAX reports each through ``jax.monitoring``),
+  so a kernel that is only hit costs nothing.
 - ``max_keys_per_op``: kernels kept per op (one per set of static attributes); the oldest goes first.
 
 The kernel functions stay (a tiered segment's structure names them): only their executables go.
-Imports nothing of jgrad; ``_dispatch`` calls ``made`` and ``traced``.
+Imports nothing of jgrad; ``_dispatch`` calls ``made``.
 """
 from __future__ import annotations
 
 import threading
 
+import jax
+
 #: Compiled executables kept over all op kernels (forward and backward) before the largest caches are cleared.
 max_executables = 512
 #: Kernels (sets of static attributes) kept per op and direction; the oldest is dropped past it.
 max_keys_per_op = 1024
-#: How many traces pass between two counts of the executables.
-check_every = 64
+#: How many XLA compiles pass between two counts of the executables.
+check_every = 16
 
 _kernels: dict = {}  # jitted kernel -> (the op's cache dict, its key there)
-_traces = [0]
+_compiles = [0]
 _lock = threading.Lock()
 
 
@@ -41,11 +43,12 @@ def made(fn, cache, key) -> None:
             _clear(old)
 
 
-def traced() -> None:
-    """A kernel is being traced for a new input signature: its executable will join its cache."""
-    _traces[0] += 1
-    if _traces[0] % max(1, check_every) == 0:
-        enforce()
+def _on_event(name, duration, **kwargs) -> None:
+    """JAX compiled something (a kernel for a new input shape, or one whose executable was dropped)."""
+    if name == "/jax/core/compile/backend_compile_duration":
+        _compiles[0] += 1
+        if _compiles[0] % max(1, check_every) == 0:
+            enforce()
 
 
 def _size(fn) -> int:
@@ -85,3 +88,6 @@ def forget_all() -> None:
     """Every kernel was dropped (``_dispatch.clear_kernel_caches``)."""
     with _lock:
         _kernels.clear()
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)

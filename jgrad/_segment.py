@@ -129,9 +129,10 @@ max_executables = 256
 
 _lock = threading.RLock()
 _open: dict = {}   # device -> its pending Segment
-#: Installed by ``_checks``: (thread id, device) -> the tensor that is 0 once a device-side check of that thread
-#: failed and was not reported yet, or None; a segment's in-place writes by that thread are chosen by it.
-check_gate = [None]
+#: Installed by ``_checks``: [(thread id, device) -> the tensor that is 0 once a device-side check of that thread
+#: failed and was not reported yet, or None (a segment's in-place writes by that thread are chosen by it);
+#: () -> whether any thread has checks pending].
+check_gate = [None, None]
 
 
 _executables = _run.ExecutableLRU()
@@ -367,7 +368,7 @@ class Segment(Recorder):
         self.node = _root
         self.journal_map = {}   # id(tensor) -> what it held before this segment first rebound it (Segment.journal)
         g = self.gens = _fail.Gens()  # generators whose key this segment advanced, and their keys before
-        g.seg, g.old = self, {}
+        g.seg, g.old, g.lock = self, {}, _lock
 
     def record(self, fn, args, stream, dynamic_scalars=False, barrier=True):
         """Record ``fn(*args)`` (a pytree of arrays, Buffers and scalars); return its outputs as Buffers.
@@ -470,12 +471,13 @@ class Segment(Recorder):
     def journal(self, t):
         """``t`` is about to be rebound to a buffer of this segment: note what it holds (Note [Transactional
         segments] in ``_segment_fail``), the first time only."""
-        j = self.journal_map
-        if j is not None and id(t) not in j:
-            d = t._data
-            if type(d) is Buffer and d.owner is self:  # made by this segment: its index (a buffer kept alive
-                d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
-            j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
+        with _lock:  # (another thread may be running this segment)
+            j = self.journal_map
+            if self.pending and id(t) not in j:
+                d = t._data
+                if type(d) is Buffer and d.owner is self:  # made by this segment: its index (a buffer kept alive
+                    d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
+                j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
 
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
@@ -494,7 +496,7 @@ class Segment(Recorder):
                 return
             state = _fail.State()
             try:
-                if check_gate[0] is not None and (self.journal_map or self.gens.old):
+                if check_gate[1] is not None and check_gate[1]() and (self.journal_map or self.gens.old):
                     _fail.gate(self, check_gate[0])
                 self.pending = False
                 if _open.get(self.device) is self:

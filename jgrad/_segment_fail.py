@@ -105,18 +105,19 @@ class interrupts_wait:
 class Gens(list):
     """The generators whose key a segment advanced; the first time each joins, what its key was before."""
 
-    __slots__ = ("seg", "old")
+    __slots__ = ("seg", "old", "lock")
 
     def append(self, gen):
-        old = self.old
-        if gen not in old:
+        with self.lock:  # (another thread may be running the segment)
+            old = self.old
             seg = self.seg
-            key = gen._key
-            for step in reversed(seg.steps):  # the split that made the key read the key before it
-                if type(key) is Buffer and key.index in step[3]:
-                    old[gen] = (step[2][0], threading.get_ident())
-                    break
-        list.append(self, gen)
+            if gen not in old and seg.pending:
+                key = gen._key
+                for step in reversed(seg.steps):  # the split that made the key read the key before it
+                    if type(key) is Buffer and key.owner is seg and key.index in step[3]:
+                        old[gen] = (step[2][0], threading.get_ident())
+                        break
+            list.append(self, gen)
 
 
 def ref_value(seg, r):
