@@ -125,7 +125,7 @@ max_structures = 50_000
 
 #: Compiled executables kept: the least recently run is dropped first (its structure compiles again if it
 #: repeats). A loop whose shapes change every step makes a new structure, and an executable, per shape.
-max_executables = 256
+max_executables = 128
 
 _lock = threading.RLock()
 _open: dict = {}   # device -> its pending Segment
