@@ -130,13 +130,12 @@ class _Holders(list):
 
     __slots__ = ("seg", "index")
 
-    def append(self, ref):
-        t = ref()
-        if t is not None:
-            d = t._data
-            if type(d) is not Buffer or d.owner is not self.seg or d.index != self.index:
-                self.seg.journal(t)
-        list.append(self, ref)
+    def append(self, ref, _append=list.append):
+        t = ref()  # (alive: the caller holds it)
+        d = t._data
+        if d.__class__ is not Buffer or d.owner is not self.seg or d.index != self.index:
+            self.seg.journal(t)
+        _append(self, ref)
 
 
 class Packed:
