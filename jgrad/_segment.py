@@ -471,6 +471,9 @@ class Segment(Recorder):
     def journal(self, t):
         """``t`` is about to be rebound to a buffer of this segment: note what it holds (Note [Transactional
         segments] in ``_segment_fail``), the first time only."""
+        j = self.journal_map
+        if j is None or id(t) in j:  # noted already (an in-place op in a loop: the common case, no lock)
+            return
         with _lock:  # (another thread may be running this segment)
             j = self.journal_map
             if self.pending and id(t) not in j:
