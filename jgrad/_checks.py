@@ -1,8 +1,9 @@
 """Device-side checks of values (indices in range, divisors not zero, probabilities in [0, 1]): CUDA's device-side
 asserts, without the broken context.
 
-Ops call ``check_range`` and ``check_values``; this module imports ``_dispatch`` (the check is an op) and is used by the op library
-and by ``graphs`` (a replay re-arms the checks it captured). ``streams`` and ``_dispatch`` reach it
+Ops call ``check_range`` and ``check_values``; this module imports ``_dispatch`` (the check is an op) and
+``_segment`` (it installs the gate of a thread's writes, ``_segment.check_gate``), and is used by the op
+library and by ``graphs`` (a replay re-arms the checks it captured). ``streams`` and ``_dispatch`` reach it
 through the host-sync hook it installs, never by import.
 
 Note [Deferred checks]
@@ -15,13 +16,24 @@ device-side asserts do, the check is computed on the device beside the op's resu
 ``[ok, first bad value]``, and the flag is read at the next host synchronization.
 
 When it is reported: at the next host read of a value (``item``, ``tolist``, ``numpy``, ``bool``,
-printing), ``synchronize()`` of a stream, an event or the device, or a DLPack export. Index tensors
-whose values already sit in host memory (a CPU tensor that is not pending work) are checked at the op,
-with NumPy, and raise there, as PyTorch's CPU kernels do. The error is PyTorch's (its type and
-wording), followed by where the op was issued and where the failure was noticed.
+printing, a copy to the CPU), ``synchronize()`` of a stream, an event or the device, or a DLPack export,
+by the thread that issued the op (each thread has its own pending checks: another thread's reads never
+raise it, and the issuing thread's next read always does). Index tensors whose values already sit in
+host memory (a CPU tensor that is not pending work) are checked at the op, with NumPy, and raise there,
+as PyTorch's CPU kernels do. The error is PyTorch's (its type and wording), followed by where the op was
+issued and where the failure was noticed.
 
-What is left usable: the op's result holds clamped garbage, as on a GPU; nothing else is touched, the
-pending checks are cleared when one is reported, and every tensor, parameter and graph stays usable.
+What a failed check gates: in "auto" mode each thread keeps, per device, one flag that is 0 once any of
+its pending checks failed (``CHECK_OK``/``CHECK_OK_AND``, recorded beside the checks); at a barrier the
+segment chooses, on the device, between each in-place write of that thread and the value it replaces
+(``_segment_fail.gate``), so the step whose index was bad changes no parameter, ``.grad``, optimizer
+state or generator key, and neither does any later step of that thread until the failure is reported.
+A captured graph does the same inside its executable (``_compile._gate_of``). No host sync: the choice
+is made by the device.
+
+What is left usable: the op's result holds clamped values (an embedding reads the nearest row; the
+kernels of ``gather``/``index_select`` give NaN rows), the pending checks are cleared when one is
+reported, and every tensor, parameter and graph stays usable.
 """
 from __future__ import annotations
 
@@ -31,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtype, streams
+from . import _dtype, _segment, streams
 from ._dispatch import Op, call
 from ._tensor import Tensor
 
@@ -84,7 +96,27 @@ class PendingCheck:
 
 
 _lock = threading.Lock()
-_pending: list = []   # PendingCheck, in issue order
+
+
+class _ThreadChecks:
+    """One thread's checks not yet reported (in issue order), and per device the tensor that is 0 once one of
+    them failed ("auto" mode: the gate of that thread's in-place writes)."""
+
+    __slots__ = ("pending", "ok")
+
+    def __init__(self):
+        self.pending, self.ok = [], {}
+
+
+_threads: dict = {}   # thread id -> _ThreadChecks: a report goes to the thread that issued the op
+
+
+def _mine(create=True):
+    tid = threading.get_ident()
+    st = _threads.get(tid)
+    if st is None and create:
+        st = _threads[tid] = _ThreadChecks()
+    return st
 
 
 def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=None) -> None:
@@ -119,11 +151,34 @@ def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
 
 def _register(check, flag):
     cap = flag._stream._capture if flag._stream is not None else None
-    with _lock:
-        if cap is not None:
+    if cap is not None:
+        with _lock:
             cap.checks.append(check)  # re-armed at every replay (graphs.Graph.replay)
-        else:
-            _pending.append(check)
+        return
+    _pend([check])
+
+
+CHECK_OK = Op("check_ok", lambda flag: flag[0], differentiable=False)
+CHECK_OK_AND = Op("check_ok_and", lambda ok, flag: jnp.minimum(ok, flag[0]), differentiable=False)
+
+
+def _pend(checks):
+    """Checks of this thread to report at its next host sync; in "auto" mode they also gate its writes."""
+    st = _mine()
+    with _lock:
+        st.pending.extend(checks)
+    if not _segment.auto[0]:
+        return
+    for c in checks:  # 1 while every pending check of the thread passed: recorded beside them, no sync
+        dev = c.flag._device
+        ok = st.ok.get(dev)
+        st.ok[dev] = call(CHECK_OK, c.flag) if ok is None else call(CHECK_OK_AND, ok, c.flag)
+
+
+def _gate_for(tid, device):
+    """The gate of thread ``tid``'s in-place writes on ``device`` (``_segment.check_gate``), or None."""
+    st = _threads.get(tid)
+    return st.ok.get(device) if st is not None and st.pending else None
 
 
 def _is_tracer(d):
@@ -131,20 +186,24 @@ def _is_tracer(d):
 
 
 def rearm(checks) -> None:
-    """A replay made these captured flags anew: report them at the next host sync."""
+    """A replay made these captured flags anew: report them at the replaying thread's next host sync."""
     if checks:
-        with _lock:
-            _pending.extend(checks)
+        _pend(list(checks))
 
 
 def verify(noticed: str) -> None:
-    """Read every pending flag (one transfer) and raise the first failure's error; the list is cleared."""
+    """Read every flag this thread has pending (one transfer) and raise the first failure's error; the thread's
+    list is cleared. Other threads' checks are theirs to report."""
+    st = _mine(create=False)
+    if st is None or not st.pending:
+        return
+    checks = st.pending[:]
+    flags = [c.flag._value for c in checks]  # pending work runs here (a barrier, in "auto" mode), still gated
     with _lock:
-        if not _pending:
-            return
-        checks = _pending[:]
-        _pending.clear()
-    flags = [c.flag._value for c in checks]  # pending work runs here (a barrier, in "auto" mode)
+        del st.pending[:len(checks)]
+        if not st.pending:
+            st.ok.clear()
+            _threads.pop(threading.get_ident(), None)
     with _dtype.x64_scope():
         try:
             values = np.asarray(flags[0] if len(flags) == 1 else _stack(flags)).reshape(-1, 2)
@@ -161,17 +220,21 @@ def _stack(flags):
 
 
 def pending_count() -> int:
-    """How many checks wait for the next host sync (tests use it)."""
-    return len(_pending)
+    """How many checks of this thread wait for its next host sync (tests use it)."""
+    st = _mine(create=False)
+    return len(st.pending) if st is not None else 0
 
 
 def _on_host_sync(what, stream=None):
-    if _pending:
-        verify(f"{what} at {streams._user_site()}")
+    if _threads:
+        st = _mine(create=False)
+        if st is not None and st.pending:
+            verify(f"{what} at {streams._user_site()}")
 
 
 def _install():
     streams._sync_hooks.append(_on_host_sync)
+    _segment.check_gate[:] = [_gate_for, lambda: bool(_threads)]
 
 
 _install()

@@ -195,12 +195,13 @@ def compile_plan(cap, outputs, donated, packed=(), state=()):
         stream_index.setdefault(st, len(stream_index))
     dev = cap.origin.device
     on_gpu = dev.type != "cpu"
+    gate = _gate_of(cap, donated)
     in_keys = tuple(_aval_key(a) for a in cap._input_arrays) + tuple(_layout(a) for a in cap._input_arrays)
     key = (tuple((fn, treedef, refs, outs, stream_index[st]) for fn, treedef, refs, outs, st in steps),
            tuple((tuple(a.shape), np.dtype(a.dtype), a.weak_type) for a in cap.avals),
            in_keys, tuple(_aval_key(c) for c in cap.consts), tuple(b.index for b in outputs),
            tuple(b.index for b in packed), tuple((i, b.index) for i, b in state), tuple(donated), str(dev), on_gpu,
-           tuple(sorted((compiler_options(on_gpu, len(stream_index) > 1) or {}).items())))
+           tuple(sorted((compiler_options(on_gpu, len(stream_index) > 1) or {}).items())), gate)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -214,19 +215,40 @@ def compile_plan(cap, outputs, donated, packed=(), state=()):
     groups = _dtype_groups(packed)
     state_groups = _dtype_groups(state, dtype=lambda ib: ib[1].dtype)
     try:
-        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, state_groups)
+        entry, dt = _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, state_groups, gate)
     except Exception as e:  # noqa: BLE001 - stream annotations are an optimisation: fall back, loudly
         if not (on_gpu and len(stream_index) > 1):
             raise
         warnings.warn(f"Compiling the side-stream regions of {cap.graph_name} (compute_on regions, concurrent "
                       f"command-buffer scheduling) failed ({type(e).__name__}: {e}); they run inlined on one "
                       "stream instead.", RuntimeWarning)
-        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx, groups, state_groups)
+        entry, dt = _compile(cap, steps, stream_index, False, donated, kept, out_idx, groups, state_groups, gate)
     with _cache_lock:
         _stats.misses += 1
         _stats.compile_seconds += dt
         _cache[key] = entry
     return entry
+
+
+def _gate_of(cap, donated):
+    """(flag buffers, ((input, its update buffer), ...)) of a capture with device-side checks: a replay whose
+    checks fail writes nothing in place (the tensors keep their values; chosen inside the executable)."""
+    flags = tuple(c.flag._data.index for c in cap.checks if getattr(c.flag._data, "owner", None) is cap)
+    if not flags:
+        return ((), ())
+    final = getattr(cap, "final", {})
+    writes = tuple((i, final[id(obj)].index) for i in donated for kind, obj in (cap.inputs[i],)
+                   if kind == "tensor" and id(obj) in final)
+    return flags, writes
+
+
+def _apply_gate(env, gate):
+    flags, writes = gate
+    if not flags or not writes:
+        return
+    ok = jax.numpy.all(jax.numpy.stack([env[("b", f)][0] for f in flags]) != 0)
+    for i, b in writes:
+        env[("b", b)] = jax.numpy.where(ok, env[("b", b)], env[("i", i)])
 
 
 def _dtype_groups(items, dtype=operator.attrgetter("dtype")):
@@ -254,7 +276,7 @@ def _splitter(groups, sharding):
     return jax.jit(split).lower(specs).compile()
 
 
-def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, state_groups):
+def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, state_groups, gate=((), ())):
     runner = _region_runner(steps, stream_index, on_gpu)
     packed_idx = [[b.index for b in g] for g in groups]
     state_idx = [[b.index for _, b in g] for g in state_groups]
@@ -273,6 +295,7 @@ def _compile(cap, steps, stream_index, on_gpu, donated, kept, out_idx, groups, s
         for i, v in enumerate(consts):
             env[("c", i)] = v
         runner(env)
+        _apply_gate(env, gate)
         def flat(g):
             return jax.numpy.concatenate([env[("b", i)].ravel() for i in g])
         return [flat(g) for g in state_idx] + [env[("b", i)] for i in out_idx] + [flat(g) for g in packed_idx]

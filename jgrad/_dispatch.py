@@ -24,7 +24,7 @@ import numpy as np
 
 import weakref
 
-from . import _dtype, _segment, _tape
+from . import _dtype, _kernel_cache, _segment, _tape
 from ._device import get_default_device, resolve_devices
 from ._tensor import Tensor
 from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
@@ -88,8 +88,14 @@ class Op:
         fn = self._kernels.get(key)
         if fn is None:
             fwd = self.forward
-            fn = jax.jit(lambda *a: fwd(*a, **attrs))
+
+            def forward(*a):
+                return fwd(*a, **attrs)
+
+            forward.__name__ = forward.__qualname__ = f"{self.name}_forward"  # named in errors and profiles
+            fn = jax.jit(forward)
             self._kernels[key] = fn
+            _kernel_cache.made(fn, self._kernels, key)
         return fn
 
     def backward_kernel(self, key, attrs, mask, in_avals):
@@ -97,8 +103,10 @@ class Op:
         fn = self._bwd_kernels.get(k)
         if fn is None:
             body = _backward_body(self, attrs, mask, in_avals)
+            body.__name__ = body.__qualname__ = f"{self.name}_backward"
             fn = jax.jit(body)
             self._bwd_kernels[k] = fn
+            _kernel_cache.made(fn, self._bwd_kernels, k)
         return fn
 
 
@@ -107,6 +115,7 @@ def clear_kernel_caches() -> None:
     for op in _ALL_OPS:
         op._kernels.clear()
         op._bwd_kernels.clear()
+    _kernel_cache.forget_all()
 
 
 class BackwardContext:

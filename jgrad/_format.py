@@ -1,6 +1,7 @@
 """PyTorch-style tensor repr: ``tensor([1., 2.], grad_fn=<MulBackward0>)``.
 
-Imports ``_dtype``; ``jgrad.distributed.tensor`` at the call that prints a DTensor. Used by
+Imports ``_dtype``; ``streams`` at the call (its host-sync hooks: pending device-side checks report when a
+tensor is printed) and ``jgrad.distributed.tensor`` at the call that prints a DTensor. Used by
 ``Tensor.__repr__``.
 """
 from __future__ import annotations
@@ -135,10 +136,19 @@ def tensor_repr(t) -> str:
     return _tensor_repr(t)
 
 
+def _report_checks():
+    """Printing reads values: pending device-side checks report first, as at any host read (not a capture's
+    host sync: printing a captured tensor shows that it has no value yet)."""
+    from .streams import _sync_hooks
+    for hook in _sync_hooks:
+        hook("printing a tensor", None)
+
+
 def _tensor_repr(t) -> str:
     prefix = "tensor("
     suffix = []
-    data = t._fresh()._data  # a view a write made stale: its new value
+    _report_checks()
+    data = t._fresh()._data  # a view not read yet, or one a write made stale: its value now
     if data is not None and not isinstance(data, np.ndarray) and getattr(data, "owner", None) is not None:
         data = data.value  # a captured buffer: its value once replayed
     if t.device.type != "cpu" or t.device.index != 0:

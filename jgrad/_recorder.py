@@ -70,11 +70,13 @@ class Buffer:
 
     @classmethod
     def made(cls, proto, owner, index):
-        """A Buffer from ``buffer_proto(aval)`` (the recording hot path: no aval is read)."""
+        """A Buffer of a tiered segment from ``buffer_proto(aval)`` (the recording hot path: no aval is read)."""
         b = object.__new__(cls)
         b.aval, b.shape, b.dtype, b.ndim, b.size, b.info = proto
         b._val = b.packed = None
-        b.owner, b.index, b.holders = owner, index, []
+        h = b.holders = _Holders()
+        h.seg, h.index = owner, index
+        b.owner, b.index = owner, index
         return b
 
     @property
@@ -116,6 +118,24 @@ class Buffer:
                                 f"({self.owner.failed_replay}). Fix the cause and replay() again.")
         return RuntimeError(f"{what} ({shape}) was created during the capture of {self.owner.graph_name} and has "
                             "no value until that graph is replayed: call replay() first, then read it.")
+
+
+class _Holders(list):
+    """The holders of a tiered segment's buffer. A tensor added while it holds other storage is about to be
+    rebound to this buffer (an in-place write, ``t.data = ...``, an optimizer's update): its segment first
+    journals what the tensor held (``Segment.journal``), so that a segment that fails can put it back and a
+    failed device-side check can keep the write from happening. (It keeps the segment and the buffer's index,
+    not the buffer: a buffer in its own holders would be a reference cycle, and a dead buffer must die at
+    once, for the barrier's liveness.)"""
+
+    __slots__ = ("seg", "index")
+
+    def append(self, ref, _append=list.append):
+        t = ref()  # (alive: the caller holds it)
+        d = t._data
+        if d.__class__ is not Buffer or d.owner is not self.seg or d.index != self.index:
+            self.seg.journal(t)
+        _append(self, ref)
 
 
 class Packed:
@@ -244,6 +264,8 @@ def _as_aval(x):
 
 
 _shape_cache: dict = {}
+#: Output shapes kept (per kernel and input shapes) before the cache starts afresh.
+max_shape_entries = 20_000
 
 
 def _eval_shape(fn, treedef, leaves):
@@ -253,6 +275,8 @@ def _eval_shape(fn, treedef, leaves):
         args = _tree_unflatten(treedef, [_as_aval(x) for x in leaves])
         with x64_scope():
             out = jax.eval_shape(fn, *args)
+        if len(_shape_cache) >= max_shape_entries:  # shapes that change every step: start afresh
+            _shape_cache.clear()
         hit = _shape_cache[key] = _tree_flatten(out)
     return hit
 

@@ -1,7 +1,7 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
 Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
-with ``_compile``'s helpers), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
+with ``_compile``'s helpers), ``_segment_fail`` (what a failing one leaves), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
 barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
 ``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
@@ -56,6 +56,12 @@ reads one takes the flat as its input and slices it inside its executable; once 
 pack is gone, the next reader donates the flat, so parameters and optimizer state updated every step
 keep one device address (XLA's CUDA graphs are not re-recorded) and cost one argument, not one each.
 
+Failures: a segment journals what each tensor and generator it rebinds held before (``_recorder._Holders``,
+``journal``), and a run that fails before its results are bound puts it back (Note [Transactional segments]
+in ``_segment_fail``); a thread's failed device-side checks keep its in-place writes from happening (a gate
+step recorded at the barrier). Compiled executables are bounded (``max_executables``, least recently run
+dropped first).
+
 The backward pass: when no user code can run during it, the engine's fast path records the whole
 pass as one step (Note [Backward plans], ``_backward_plan``); otherwise each node's kernel is
 recorded as the engine runs it.
@@ -79,7 +85,7 @@ import jax
 from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
 from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from . import _host_copies, _segment_run as _run
+from . import _host_copies, _segment_fail as _fail, _segment_run as _run
 from ._idmap import IdWeakMap
 from ._dtype import x64_scope
 
@@ -89,6 +95,7 @@ try:
 except ImportError:  # pragma: no cover - jax moved it: plain arrays are then never donated
     _ArrayImpl = None
 _clock = time.perf_counter
+_get_ident = threading.get_ident
 _weakref = weakref.ref
 _tree_leaves = jax.tree_util.tree_leaves
 
@@ -116,8 +123,19 @@ background_compile = True
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
 max_structures = 50_000
 
+#: Compiled executables kept: the least recently run is dropped first (its structure compiles again if it
+#: repeats). A loop whose shapes change every step makes a new structure, and an executable, per shape.
+max_executables = 128
+
 _lock = threading.RLock()
 _open: dict = {}   # device -> its pending Segment
+#: Installed by ``_checks``: [(thread id, device) -> the tensor that is 0 once a device-side check of that thread
+#: failed and was not reported yet, or None (a segment's in-place writes by that thread are chosen by it);
+#: () -> whether any thread has checks pending].
+check_gate = [None, None]
+
+
+_executables = _run.ExecutableLRU()
 
 
 def set_execution_mode(mode: str) -> None:
@@ -208,7 +226,7 @@ class SegmentCacheInfo:
     """Counts of tiered execution since the last ``segment_cache_clear()``."""
 
     __slots__ = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "call_seconds",
-                 "compiles", "compile_seconds", "compile_failures")
+                 "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back")
 
     def __init__(self, **kw):
         for k in self.__slots__:
@@ -244,6 +262,7 @@ def segment_cache_clear() -> None:
             seg.flush()
         _root = _Node()
         _node_count[0] = 0
+        _executables.clear()
         for k in SegmentCacheInfo.__slots__:
             setattr(_stats, k, 0)
 
@@ -345,11 +364,13 @@ class Segment(Recorder):
         self.inputs = []        # the arrays (and dynamic scalars) the segment reads
         self._slot = {}         # id(array) -> input index
         self.streams = {}       # stream -> index (part of the key)
-        self.gens = []          # generators whose key this segment advanced
         self.packs = {}         # input index -> the _segment_run.Pack whose flat array that input is
         self.node = _root
+        self.journal_map = {}   # id(tensor) -> what it held before this segment first rebound it (Segment.journal)
+        g = self.gens = _fail.Gens()  # generators whose key this segment advanced, and their keys before
+        g.seg, g.old, g.lock = self, {}, _lock
 
-    def record(self, fn, args, stream, dynamic_scalars=False):
+    def record(self, fn, args, stream, dynamic_scalars=False, barrier=True):
         """Record ``fn(*args)`` (a pytree of arrays, Buffers and scalars); return its outputs as Buffers.
 
         Returns ``NOT_RECORDED`` (recording nothing) when an argument is a jax tracer: jgrad ops called
@@ -422,28 +443,44 @@ class Segment(Recorder):
             except BaseException:
                 self._forget_inputs(n_in)  # the op raised at its line: the segment is as before it
                 raise
-            self.node = child
+            # The outputs are made first; then the step joins the segment in statements that run no Python code
+            # (a signal's KeyboardInterrupt is raised only at a call or a loop): a segment never holds half a step.
             n = self.n_buffers
-            buffers = self.buffers
             if child.single:
                 result = _made(child.protos[0], self, n)
-                buffers.append(_weakref(result))
+                self.buffers.append(_weakref(result))
                 self.steps.append((fn, treedef, refs, (n,), stream))
                 self.n_buffers = n + 1
             else:
-                outs = []
-                for proto in child.protos:
-                    b = _made(proto, self, n)
-                    outs.append(b)
-                    buffers.append(_weakref(b))
-                    n += 1
-                self.steps.append((fn, treedef, refs, tuple(range(self.n_buffers, n)), stream))
-                self.n_buffers = n
+                outs = [_made(proto, self, i) for i, proto in enumerate(child.protos, n)]
+                end = n + len(outs)
+                self.buffers.extend(map(_weakref, outs))
+                self.steps.append((fn, treedef, refs, tuple(range(n, end)), stream))
+                self.n_buffers = end
                 result = _tree_unflatten(child.out_tree, outs)
+            self.node = child
             _stats.ops += 1
-            if run_now or len(self.steps) >= max_steps:
+            if (run_now or len(self.steps) >= max_steps) and barrier:
                 self.flush()
             return result
+
+    def record_step(self, fn, args, stream):
+        """``record`` of a step the barrier itself adds (the gate): it never ends in the barrier."""
+        return self.record(fn, args, stream, barrier=False)
+
+    def journal(self, t):
+        """``t`` is about to be rebound to a buffer of this segment: note what it holds (Note [Transactional
+        segments] in ``_segment_fail``), the first time only."""
+        j = self.journal_map
+        if j is None or id(t) in j:  # noted already (an in-place op in a loop: the common case, no lock)
+            return
+        with _lock:  # (another thread may be running this segment)
+            j = self.journal_map
+            if self.pending and id(t) not in j:
+                d = t._data
+                if type(d) is Buffer and d.owner is self:  # made by this segment: its index (a buffer kept alive
+                    d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
+                j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
 
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
@@ -453,48 +490,67 @@ class Segment(Recorder):
 
     # ---- the barrier --------------------------------------------------------------------
     def flush(self):
-        """Run the recorded work: op by op the first times, as one cached executable once hot."""
+        """Run the recorded work: op by op the first times, as one cached executable once hot.
+
+        A failure before the results are bound puts back what the segment wrote (Note [Transactional segments]
+        in ``_segment_fail``); device-side checks that fail keep its in-place writes from happening."""
         with _lock:
             if not self.pending:
                 return
-            self.pending = False
-            if _open.get(self.device) is self:
-                del _open[self.device]
-            live = [b for b in (r() for r in self.buffers) if b is not None]
+            state = _fail.State()
             try:
-                with x64_scope():
-                    vals, pack = self._run(live) if live else ([], None)
+                if check_gate[1] is not None and check_gate[1]() and (self.journal_map or self.gens.old):
+                    _fail.gate(self, check_gate[0])
+                self.pending = False
+                if _open.get(self.device) is self:
+                    del _open[self.device]
+                live = [b for b in (r() for r in self.buffers) if b is not None]
+                if live:
+                    with x64_scope():
+                        self._run(live, state)
             except BaseException as e:
-                self.failed = f"{type(e).__name__}: {e}"
+                self.pending = False
+                if _open.get(self.device) is self:
+                    del _open[self.device]
+                if not state.bound:
+                    _fail.roll_back(self, e, state)
+                    _stats.rolled_back += 1
+                elif isinstance(e, KeyboardInterrupt) and hasattr(e, "add_note"):
+                    e.add_note("jgrad: the pending work had run (its compiled executable was called) when the "
+                               "interrupt came: every tensor holds its result.")
                 self._drop()
                 raise
-            for b, v in zip(live, vals):
-                if v is None:  # in the pack: holders keep the buffer, a read slices it out
-                    b.packed = pack
-                    continue
-                b._val = v
-                for r in b.holders:
-                    t = r()
-                    if t is not None and t._data is b:
-                        t._data = v
-                b.holders = []
-            for gen in self.gens:
-                k = gen._key
-                if type(k) is Buffer and k.owner is self:
-                    gen._key = k.value
-            if vals:
-                last = [v for v in vals[-1:] if v is not None] or pack.flats[-1:]
-                for s in self.streams:
-                    s._issued(last)
             self._drop()
+
+    def _bind(self, live, vals, pack, state):
+        """Give the tensors their values (in a block Ctrl-C waits for: the state is either before or after)."""
+        for b, v in zip(live, vals):
+            if v is None:  # in the pack: holders keep the buffer, a read slices it out
+                b.packed = pack
+                continue
+            b._val = v
+            for r in b.holders:
+                t = r()
+                if t is not None and t._data is b:
+                    t._data = v
+            b.holders = []
+        for gen in self.gens:
+            k = gen._key
+            if type(k) is Buffer and k.owner is self:
+                gen._key = k.value
+        if vals:
+            last = [v for v in vals[-1:] if v is not None] or pack.flats[-1:]
+            for s in self.streams:
+                s._issued(last)
+        state.bound = True
 
     def _drop(self):
         # Buffers keep their segment (owner): let go of what it holds.
         self.steps = self.inputs = self.buffers = self.gens = self.packs = None
-        self._slot = None
+        self._slot = self.journal_map = None
 
-    def _run(self, live):
-        """(values of ``live``, None where packed; the Pack) of one run of the recorded steps."""
+    def _run(self, live, state):
+        """Run the recorded steps once and bind ``live`` to their values."""
         out_idx = tuple(b.index for b in live)
         donate = self._donatable()
         node = self.node
@@ -514,24 +570,39 @@ class Segment(Recorder):
             self._start_compile(entry, live, donate)
             exe, mask = entry.pick(donate)
         if exe is not None:
-            t0 = _clock()
-            try:
-                outs = exe(*self.inputs)
-            except Exception as e:  # noqa: BLE001 - e.g. an input on another device than when compiled
-                entry.variants, entry.failed = [], f"{type(e).__name__}: {e}"
-            else:
-                _stats.call_seconds += _clock() - t0
-                _stats.compiled_runs += 1
-                if mask:
-                    _stats.donated_runs += 1
-                return entry.layout.bind(outs, live)
+            _executables.touch(entry)
+            state.compiled = True
+            with _fail.interrupts_wait():  # donated inputs are gone once it runs: its results are the state
+                t0 = _clock()
+                try:
+                    outs = exe(*self.inputs)
+                except Exception as e:  # noqa: BLE001 - an out-of-memory; an input on another device than compiled
+                    if any(isinstance(x, jax.Array) and x.is_deleted() for x in self.inputs):
+                        raise  # its inputs were consumed: nothing can run it again (the tensors are restored)
+                    if isinstance(e, jax.errors.JaxRuntimeError):  # it ran and failed (out of memory): this run
+                        warnings.warn(f"jgrad: the compiled executable of a segment of {len(self.steps)} ops "
+                                      f"failed ({type(e).__name__}: {e}); this run goes op by op.", RuntimeWarning,
+                                      stacklevel=3)
+                    else:  # it cannot take these inputs (another device than compiled for): op by op from now on
+                        entry.variants, entry.failed = [], f"{type(e).__name__}: {e}"
+                        _executables.forget(entry)
+                else:
+                    _stats.call_seconds += _clock() - t0
+                    _stats.compiled_runs += 1
+                    if mask:
+                        _stats.donated_runs += 1
+                    vals, pack = entry.layout.bind(outs, live)
+                    self._bind(live, vals, pack, state)
+                    return
+            state.compiled = False
         _stats.interpreted += 1
-        vals = self._interpret(out_idx)
+        vals = self._interpret(out_idx, state)
         if not entry.scalars_read and self._wants_host_copies():
             for b, v in zip(live, vals):
                 if b.ndim == 0:
                     _host_copies.watch(v, entry)
-        return vals, None
+        with _fail.interrupts_wait():
+            self._bind(live, vals, None, state)
 
     def _wants_host_copies(self):
         if host_copies is not None:
@@ -548,6 +619,11 @@ class Segment(Recorder):
         inputs = self.inputs
         out = []
         getrefcount = sys.getrefcount
+        # The journal's references (what rebound tensors held, kept in case the run fails) do not count.
+        spare = {}
+        for entry in self.journal_map.values():
+            spare[id(entry[1])] = spare.get(id(entry[1]), 0) + 1
+        entry = None
         # Not on a mesh: a sharded array's shards are other Python objects on the same buffers (to_local,
         # collectives), which the reference count does not see.
         plain = type(self.device) is _Device
@@ -555,18 +631,19 @@ class Segment(Recorder):
             x = inputs[k]  # (not enumerate: its result tuple would hold x too)
             pack = packs.get(k) if packs else None
             if pack is not None:
-                if pack.dead():
+                if pack.dead(spare):
                     out.append(k)
             # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
             # view or user reference can read it (memory another library shares is never donated)
-            elif plain and getrefcount(x) <= 3 and type(x) is _ArrayImpl and x not in _external:
+            elif plain and getrefcount(x) <= 3 + spare.get(id(x), 0) and type(x) is _ArrayImpl \
+                    and x not in _external:
                 out.append(k)
         return tuple(out)
 
-    def _interpret(self, out_idx):
+    def _interpret(self, out_idx, state):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
         with jax.default_device(self.device.jax_device):  # for steps that read no array (factories)
-            vals = _run.runner(self.steps, self.n_buffers)(self.inputs)
+            vals = _run.runner(self.steps, self.n_buffers)(self.inputs, state)
         return [vals[i] for i in out_idx]
 
     def _start_compile(self, entry, live, donate):
@@ -593,6 +670,7 @@ class Segment(Recorder):
                               "running op by op.", RuntimeWarning, stacklevel=2)
             else:
                 entry.variants.append((donate, exe))
+                _stats.evicted += _executables.add(entry, max_executables)
                 _stats.compiles += 1
                 _stats.compile_seconds += time.perf_counter() - t0
             finally:

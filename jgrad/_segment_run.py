@@ -6,6 +6,9 @@ and ``_dtype``; used by ``_segment`` alone, which owns the knobs (``pack_outputs
 """
 from __future__ import annotations
 
+import collections
+import sys
+import threading
 import warnings
 import weakref
 
@@ -82,9 +85,11 @@ class Pack:
         self.flats, self.where = flats, where
         self.refs = [_weakref(b) for b in buffers]
 
-    def dead(self):
+    def dead(self, spare=None):
+        """Whether no tensor can read a buffer of the pack (``spare``: id -> references that do not count)."""
         for r in self.refs:
-            if r() is not None:
+            b = r()
+            if b is not None and (not spare or sys.getrefcount(b) - 2 > spare.get(id(b), 0)):
                 return False
         return True
 
@@ -94,12 +99,47 @@ class Pack:
             return _slicer(off, b.size, b.shape)(self.flats[g])
 
 
+class ExecutableLRU:
+    """The structures (``_segment._Entry``) holding compiled executables, least recently run first."""
+
+    def __init__(self):
+        self.entries = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def touch(self, entry):
+        with self.lock:
+            if entry in self.entries:
+                self.entries.move_to_end(entry)
+
+    def add(self, entry, bound):
+        """Keep ``entry``'s executables; drop the least recently run past ``bound``; how many were dropped."""
+        dropped = 0
+        with self.lock:
+            self.entries[entry] = None
+            self.entries.move_to_end(entry)
+            while len(self.entries) > max(1, bound):
+                old, _ = self.entries.popitem(last=False)
+                old.variants, old.seen = [], 0  # compiles again once it repeats
+                dropped += 1
+        return dropped
+
+    def forget(self, entry):
+        with self.lock:
+            self.entries.pop(entry, None)
+
+    def clear(self):
+        with self.lock:
+            self.entries.clear()
+
+
 _SLICERS: dict = {}
 
 
 def _slicer(off, size, shape):
     fn = _SLICERS.get((off, size, shape))
     if fn is None:
+        if len(_SLICERS) > 4096:  # packs whose layout changes every step
+            _SLICERS.clear()
         fn = _SLICERS[(off, size, shape)] = jax.jit(lambda flat: jax.lax.slice(flat, (off,), (off + size,)).reshape(shape))
     return fn
 
@@ -126,10 +166,14 @@ def runner(steps, n_buffers):
     A ref is an int (``i >= 0``: buffer ``i``; ``~k``: input ``k``), ``("l", type, value)`` (a Python
     scalar frozen into the step) or ``("s", k, offset, size, shape)`` (a slice of flat input ``k``).
     """
-    def run(ins):
+    def run(ins, state=None):
         vals = [None] * n_buffers
         sliced = {}
-        for fn, treedef, refs, outs, _ in steps:
+        if state is not None:  # op by op: how far it got, if a step fails (_segment_fail.roll_back)
+            state.vals = vals
+        for at, (fn, treedef, refs, outs, _) in enumerate(steps):
+            if state is not None:
+                state.at = at
             args = []
             for r in refs:
                 if type(r) is int:
@@ -147,6 +191,8 @@ def runner(steps, n_buffers):
             else:
                 for i, v in zip(outs, _tree_leaves(res)):
                     vals[i] = v
+        if state is not None:
+            state.at = None
         return vals
     return run
 

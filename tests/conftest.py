@@ -33,6 +33,13 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+from jgrad import _kernel_cache  # noqa: E402
+
+# The suite is one process running thousands of distinct kernels, far more than a program does: keep every
+# compiled kernel, or later tests would compile again what earlier ones dropped (tests/test_failsafe.py
+# checks the bound with one of its own).
+_kernel_cache.max_executables = 1 << 40
+
 
 MODES = ("eager", "auto")
 

@@ -1,6 +1,7 @@
 """jg.save / jg.load: round trips of nested structures and state_dicts, no pickle on load, tied tensors,
 devices, and PyTorch checkpoints loaded into jgrad models."""
 import argparse
+import json
 import collections
 import io
 import pickle
@@ -83,14 +84,15 @@ def test_load_never_unpickles(tmp_path):
     class Boom:
         def __reduce__(self):
             return (exec, ("raise SystemExit('pickle ran')",))
-    with pytest.raises(TypeError, match="jg.save cannot store an object of type .*Boom"):
-        jg.save({"x": Boom()}, tmp_path / "a.pt")
+    jg.save({"x": Boom(), "t": jg.ones(2)}, tmp_path / "a.pt")    # pickled, as torch.save does
+    with pytest.raises(pickle.UnpicklingError, match="Unsupported global: GLOBAL builtins.exec was not an allowed"):
+        jg.load(tmp_path / "a.pt")                                 # refused by default: nothing runs
     # a zip file with a manifest naming something unknown is refused, not executed
     bad = io.BytesIO()
     with zipfile.ZipFile(bad, "w") as z:
-        z.writestr("jgrad/manifest.json", '{"format": "jgrad-checkpoint", "version": 1, "root": {"pickle": "x"}}')
+        z.writestr("jgrad/manifest.json", '{"format": "jgrad-checkpoint", "version": 1, "root": {"exec": "x"}}')
     bad.seek(0)
-    with pytest.raises(ValueError, match="unknown entry kind 'pickle'"):
+    with pytest.raises(RuntimeError, match="^the checkpoint file is damaged: an unknown entry kind 'exec'$"):
         jg.load(bad)
     # a torch file holding an arbitrary object is refused by torch's weights_only unpickler
     buf = io.BytesIO()
@@ -118,7 +120,8 @@ def test_map_location_and_damaged_files():
         for name in src.namelist():
             dst.writestr(name, src.read(name)[:-4] if name.startswith("jgrad/data") else src.read(name))
     patched.seek(0)
-    with pytest.raises(RuntimeError, match="the file is damaged"):
+    with pytest.raises(RuntimeError, match="^the checkpoint file is damaged: the entry jgrad/data/0 holds 8 bytes "
+                                           "where the manifest declares 12$"):
         jg.load(patched)
 
 
@@ -159,3 +162,213 @@ def test_torch_checkpoint_dtypes_parameters_and_back():
     t = torch.nn.Linear(3, 2)
     t.load_state_dict(torch.load(buf, weights_only=True))
     np.testing.assert_array_equal(t.weight.detach().numpy(), model.weight.detach().numpy())
+
+
+# ---- whole objects pickled as PyTorch pickles them ------------------------------------------------------
+class _Net(jg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = jg.nn.Linear(3, 2)
+        self.b = self.a  # tied: one module, stored once
+
+
+class _TorchNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(3, 2)
+
+
+def _weights_only_lines(load, buf):
+    with pytest.raises(pickle.UnpicklingError) as info:
+        load(buf)
+    lines = str(info.value).replace("\x1b[1m", "").replace("\x1b[0m", "").splitlines()
+    return lines[0], next(line for line in lines if "WeightsUnpickler error" in line)
+
+
+@pytest.mark.one_execution_mode
+def test_whole_modules_pickle_inside_the_archive_and_load_only_when_allowed(tmp_path):
+    net = _Net()
+    jg.save({"model": net, "args": argparse.Namespace(lr=0.5), "step": 3}, tmp_path / "m.pt")
+    # PyTorch's refusal, word for word where it names the global (torch says torch.serialization, we jgrad's)
+    tbuf = io.BytesIO()
+    torch.save({"args": argparse.Namespace(lr=0.5)}, tbuf)
+    jbuf = io.BytesIO()
+    jg.save({"args": argparse.Namespace(lr=0.5)}, jbuf)
+    t_first, t_err = _weights_only_lines(torch.load, io.BytesIO(tbuf.getvalue()))
+    j_first, j_err = _weights_only_lines(jg.load, io.BytesIO(jbuf.getvalue()))
+    assert j_first == t_first and j_err == t_err.replace("torch.serialization", "jgrad.serialization")
+    assert jg.serialization.get_unsafe_globals_in_checkpoint(tmp_path / "m.pt") == [
+        f"{__name__}._Net", "jgrad.nn.modules.Linear", "argparse.Namespace"]
+    out = jg.load(tmp_path / "m.pt", weights_only=False)
+    assert out["step"] == 3 and out["args"].lr == 0.5 and out["model"].b is out["model"].a
+    np.testing.assert_array_equal(out["model"].a.weight.detach().numpy(), net.a.weight.detach().numpy())
+    assert isinstance(out["model"].a.weight, jg.nn.Parameter)
+    with jg.serialization.safe_globals([_Net, jg.nn.Linear, argparse.Namespace]):
+        again = jg.load(tmp_path / "m.pt")
+    assert again["model"].a(jg.ones(1, 3)).shape == (1, 2)
+    assert jg.serialization.get_safe_globals() == []
+    jg.serialization.add_safe_globals([(argparse.Namespace, "argparse.Namespace")])
+    try:
+        assert jg.load(io.BytesIO(jbuf.getvalue()))["args"].lr == 0.5
+    finally:
+        jg.serialization.clear_safe_globals()
+
+
+# ---- atomic saves -------------------------------------------------------------------------------------
+class _Interrupts:
+    def __reduce__(self):
+        raise KeyboardInterrupt
+
+
+@pytest.mark.one_execution_mode
+def test_a_failed_or_interrupted_save_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    jg.save({"w": jg.arange(5.0)}, path)
+    old = path.read_bytes()
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        jg.save({"w": jg.ones(5), "fn": lambda x: x}, path)           # unpicklable, half way through
+    with pytest.raises(KeyboardInterrupt):
+        jg.save({"w": jg.ones(5), "x": _Interrupts()}, path)         # Ctrl-C while writing
+    monkeypatch.setattr("os.fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space left"):
+        jg.save({"w": jg.ones(5)}, path)                              # the disk fills before the rename
+    monkeypatch.undo()
+    assert path.read_bytes() == old and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+    np.testing.assert_array_equal(jg.load(path)["w"].numpy(), np.arange(5.0))
+    jg.save({"w": jg.ones(2)}, path)                                  # a save that succeeds replaces it
+    assert jg.load(path)["w"].tolist() == [1.0, 1.0] and sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
+
+
+# ---- damaged checkpoints --------------------------------------------------------------------------------
+_DAMAGED = "the checkpoint file is damaged: "
+
+
+def _checkpoint():
+    buf = io.BytesIO()
+    jg.save({"w": jg.arange(6.0).reshape(2, 3), "tied": [jg.ones(2, dtype=jg.int32)] * 2,
+             "meta": {"lr": 0.1, "name": "x"}, "obj": argparse.Namespace(k=jg.zeros(1))}, buf)
+    return buf.getvalue()
+
+
+def _same(a, b):
+    if isinstance(a, jg.Tensor):
+        return isinstance(b, jg.Tensor) and a.dtype is b.dtype and np.array_equal(a.numpy(), b.numpy())
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, argparse.Namespace):
+        return isinstance(b, argparse.Namespace) and _same(vars(a), vars(b))
+    return a == b
+
+
+@pytest.mark.one_execution_mode
+def test_every_damaged_checkpoint_is_refused_with_one_error(monkeypatch):
+    monkeypatch.setattr(jg.serialization, "_load_torch", lambda *a, **k: pytest.fail("handed to torch.load"))
+    raw = _checkpoint()
+    want = jg.load(io.BytesIO(raw), weights_only=False)
+    outcomes = collections.Counter()
+    rng = np.random.default_rng(0)
+    cases = [raw[:n] for n in sorted(set(rng.integers(0, len(raw), 60)) | {0, 10, len(raw) - 1})]  # truncated
+    for at in sorted(set(rng.integers(0, len(raw), 200))):                                            # flipped
+        cases.append(raw[:at] + bytes([raw[at] ^ (1 << int(rng.integers(8)))]) + raw[at + 1:])
+    for data in cases:
+        try:
+            got = jg.load(io.BytesIO(data), weights_only=False)
+        except RuntimeError as e:
+            assert str(e).startswith(_DAMAGED), str(e)
+            outcomes["refused"] += 1
+            continue
+        except pickle.UnpicklingError:
+            pytest.fail("a damaged file reached the unpickler")  # every entry's CRC is checked first
+        assert _same(want, got)  # a byte no reader looks at (a timestamp, the local header's copy of the CRC)
+        outcomes["same"] += 1
+    assert outcomes["refused"] > len(cases) // 2
+
+
+def _zip(entries, manifest=None, compression=zipfile.ZIP_STORED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+        if manifest is not None:
+            z.writestr("jgrad/manifest.json", manifest if isinstance(manifest, str) else json.dumps(manifest))
+    return buf.getvalue()
+
+
+def _m(root, version=1):
+    return {"format": "jgrad-checkpoint", "version": version, "root": root}
+
+
+_T12 = {"tensor": {"key": "jgrad/data/0", "dtype": "float32", "shape": [3], "device": "cpu"}, "id": 0}
+_MANIFESTS = [  # (root or raw manifest text, what the error says)
+    ({"tensor_ref": 5}, "a reference to tensor 5, which comes nowhere before it"),
+    ({"list": [_T12, {"tensor_ref": 1}]}, "a reference to tensor 1, which comes nowhere before it"),
+    ({"tensor": dict(_T12["tensor"], shape=[-1, -1]), "id": 0}, "a shape [-1, -1] that is not a list of sizes"),
+    ({"tensor": dict(_T12["tensor"], shape="3"), "id": 0}, "a shape '3' that is not a list of sizes"),
+    ({"tensor": dict(_T12["tensor"], dtype="float128"), "id": 0}, "an unknown dtype 'float128'"),
+    ({"tensor": dict(_T12["tensor"], key="../../etc/passwd"), "id": 0},
+     "an entry name '../../etc/passwd' that jg.save never writes"),
+    ({"tensor": dict(_T12["tensor"], key="jgrad/data/7"), "id": 0}, "the entry jgrad/data/7 the manifest names is missing"),
+    ({"tensor": dict(_T12["tensor"], shape=[2 ** 40]), "id": 0},
+     f"the entry jgrad/data/0 holds 12 bytes where the manifest declares {2 ** 42}"),
+    ({"tensor": _T12["tensor"], "id": "0"}, "a tensor's id"),
+    ({"dict": [[1]]}, "a dict item that is not a pair"),
+    ({"dict": [[{"list": []}, 1]]}, "a dict key that is not hashable"),
+    ({"dict": {"a": 1}}, "a dict that is not a list"),
+    ([1, 2], "a list where an entry belongs"),
+    ({}, "a dict where an entry belongs"),
+    ({"float": "1e999"}, "a float '1e999'"),
+    ({"complex": [1]}, "a complex number without two parts"),
+    ({"pickle": {"key": "jgrad/pickle/0"}}, "a pickle entry without its size or references"),
+    ({"dtype": "int99"}, "an unknown dtype 'int99'"),
+    ({"nope": 1}, "an unknown entry kind 'nope'"),
+    ('{"format": "jgrad-checkpoint", "version": "1", "root": 1}', "a format version '1'"),
+    ('{"format": "jgrad-checkpoint", "version": 1}', "jgrad/manifest.json is not a jgrad checkpoint manifest"),
+    ('{"format": "jgrad-checkpoint", "version": 1, "root": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "the manifest nests too deeply"),
+    ('{"format": "jgrad-chec', "JSONDecodeError: Unterminated string starting at: line 1 column 12 (char 11)"),
+]
+
+
+@pytest.mark.one_execution_mode
+@pytest.mark.parametrize("case", range(len(_MANIFESTS)))
+def test_malformed_manifests_are_refused_with_what_is_wrong(case):
+    root, what = _MANIFESTS[case]
+    data = _zip({"jgrad/data/0": np.ones(3, np.float32).tobytes()}, root if isinstance(root, str) else _m(root))
+    with pytest.raises(RuntimeError) as info:
+        jg.load(io.BytesIO(data))
+    assert str(info.value) == _DAMAGED + what
+
+
+@pytest.mark.one_execution_mode
+def test_zip_bombs_are_refused_before_inflating(monkeypatch):
+    opened = []
+    real_open = zipfile.ZipFile.open
+    monkeypatch.setattr(zipfile.ZipFile, "open", lambda self, name, *a, **k: (
+        opened.append(getattr(name, "filename", name)), real_open(self, name, *a, **k))[1])
+    bomb = bytes(64 << 20)  # 64 MiB of zeros: ~64 KiB deflated
+    data = _zip({"jgrad/data/0": bomb}, _m(_T12), zipfile.ZIP_DEFLATED)
+    assert len(data) < 1 << 20
+    opened.clear()
+    with pytest.raises(RuntimeError, match=f"^{_DAMAGED}the entry jgrad/data/0 holds {64 << 20} bytes where the "
+                                           "manifest declares 12$"):
+        jg.load(io.BytesIO(data))
+    assert "jgrad/data/0" not in opened  # refused from the sizes alone
+    # the archive's own size lies (12 bytes declared, 64 MiB inside): inflating stops at 13 bytes
+    lie = bytearray(data)
+    for sig, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        p = lie.find(sig)
+        lie[p + at:p + at + 4] = (12).to_bytes(4, "little")
+    with pytest.raises(RuntimeError, match=f"^{_DAMAGED}"):
+        jg.load(io.BytesIO(bytes(lie)))
+    # a manifest that would inflate past what deflate can: refused before reading it
+    text = json.dumps(_m(None)).encode()
+    data = bytearray(_zip({}, text.decode(), zipfile.ZIP_DEFLATED))
+    for sig, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        p = data.find(sig)
+        data[p + at:p + at + 4] = (1 << 29).to_bytes(4, "little")
+    opened.clear()
+    with pytest.raises(RuntimeError, match=f"^{_DAMAGED}its manifest would inflate .* to {1 << 29} bytes \\(a zip bomb\\)$"):
+        jg.load(io.BytesIO(bytes(data)))
+    assert opened == []

@@ -42,6 +42,10 @@ def _transfer(t, dev):
     dev = _device(dev)
     if dev is t._device:  # not t.device: a DTensor moved to one device (its mesh's local one too) is gathered there
         return t
+    if dev.type == "cpu":  # a copy to the host waits for the source, as a value read does: checks report here
+        from ..streams import _sync_hooks
+        for hook in _sync_hooks:
+            hook("Tensor.to()", None)
     out = call(TRANSFER, t, device=dev, src=t._device)
     # The dispatcher stamps outputs with the inputs' device and stream; a transfer's output lives on `dev`,
     # written on its current stream after the (blocking) copy read the source on the source's stream.

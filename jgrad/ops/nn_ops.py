@@ -257,7 +257,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def _embedding_fwd(w, idx, padding_idx):
-    return jnp.take(w, idx, axis=0)
+    return jnp.take(w, idx, axis=0, mode="clip")  # an index out of range (reported by its check) reads a clamped row
 
 
 def _embedding_bwd(ctx, g):
@@ -266,7 +266,7 @@ def _embedding_bwd(ctx, g):
     pad = ctx.attrs["padding_idx"]
     if pad is not None:
         g = jnp.where((idx == pad)[..., None], 0, g)
-    gw = jnp.zeros(w_shape, g.dtype).at[idx.reshape(-1)].add(g.reshape(-1, w_shape[1]))
+    gw = jnp.zeros(w_shape, g.dtype).at[jnp.clip(idx.reshape(-1), 0, w_shape[0] - 1)].add(g.reshape(-1, w_shape[1]))
     return gw, None
 
 
