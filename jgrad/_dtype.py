@@ -234,9 +234,10 @@ class finfo:
                             f"'torch.finfo'")
         i = jnp.finfo(d.to_real().np)
         self.dtype = d.to_real().name
-        self.bits, self.eps, self.max, self.min = int(i.bits), _builtins.float(i.eps), _builtins.float(i.max), _builtins.float(i.min)
+        self.bits, self.eps = _builtins.int(i.bits), _builtins.float(i.eps)
+        self.max, self.min = _builtins.float(i.max), _builtins.float(i.min)
         self.tiny = self.smallest_normal = _builtins.float(i.tiny)
-        self.resolution = _builtins.float(i.resolution)
+        self.resolution = 10.0 ** -_builtins.int(i.precision)
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
@@ -253,7 +254,7 @@ class iinfo:
         if d is bool:
             raise TypeError("torch.bool is not supported by torch.iinfo")
         i = np.iinfo(d.np)
-        self.dtype, self.bits, self.min, self.max = d.name, int(i.bits), int(i.min), int(i.max)
+        self.dtype, self.bits, self.min, self.max = d.name, _builtins.int(i.bits), _builtins.int(i.min), _builtins.int(i.max)
 
     def __repr__(self):
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
