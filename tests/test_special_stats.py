@@ -1,6 +1,6 @@
 """jgrad.special and the top-level aliases (lgamma, digamma, polygamma, erfinv, i0, sinc, mvlgamma ...),
 unique, bincount, histc, quantile and nanquantile against PyTorch (values, dtypes, gradients where PyTorch
-has them, else against jax.grad or an identity) and PyTorch's errors."""
+has them, the Bessel functions against SciPy and an identity) and PyTorch's errors."""
 import numpy as np
 import pytest
 
@@ -42,8 +42,9 @@ def test_special_vs_torch():
     compare(lambda t: S.logit(t, eps=0.2), lambda t: torch.special.logit(t, eps=0.2), [UNIT], what="logit eps")
     compare(S.xlog1py, torch.special.xlog1py, [np.array([0.0, 1.5, -2.0]), np.array([3.0, 0.5, 1.0])])
     compare(lambda q: S.zeta(2.5, q), lambda q: torch.special.zeta(2.5, q), [POS], rtol=1e-6, what="zeta")
-    compare(lambda a, x: (S.gammainc(a, x), S.gammaincc(a, x)), lambda a, x: (torch.special.gammainc(
-        a, x), torch.special.gammaincc(a, x)), [POS, UNIT * 3], grad=False, rtol=1e-6, what="gammainc")
+    if THOROUGH:  # values of JAX's functions (their kernels take seconds to compile)
+        compare(lambda a, x: (S.gammainc(a, x), S.gammaincc(a, x)), lambda a, x: (torch.special.gammainc(
+            a, x), torch.special.gammaincc(a, x)), [POS, UNIT * 3], grad=False, rtol=1e-6, what="gammainc")
     # the top-level and Tensor-method aliases (on the inputs above: their kernels are compiled already), and
     # integer inputs computed in the default dtype
     compare(lambda t: (jg.lgamma(t), t.lgamma(), jg.digamma(t), t.digamma(), jg.polygamma(2, t), t.polygamma(2),
@@ -97,7 +98,7 @@ def test_unique_bincount_histc_quantile_vs_torch():
             what="quantile")
     xn = x.copy()
     xn[1, 2] = np.nan
-    for interp in ("lower", "nearest") + (("higher", "midpoint") if THOROUGH else ()):
+    for interp in ("nearest",) + (("lower", "higher", "midpoint") if THOROUGH else ()):
         compare(lambda t: (jg.quantile(t, 0.4, 0, interpolation=interp), t.nanquantile(0.4, 1, interpolation=interp)),
                 lambda t: (torch.quantile(t, 0.4, 0, interpolation=interp), t.nanquantile(0.4, 1,
                                                                                          interpolation=interp)),

@@ -33,8 +33,8 @@ swapaxes = transpose
 # The math namespaces (jgrad.linalg, fft, special, distributions): their op families, and the names PyTorch
 # also exposes at the top level. The families' module names do not clash with a PyTorch name that
 # ``from .ops import *`` exports (``jg.complex`` is the function); ``jgrad`` binds ``jg.linalg`` itself.
-from . import (complex_ops, decompositions, linalg_methods, matrix_functions, norms, special_ops,  # noqa: E402,F401
-               spectral, statistics)
+from . import (complex_ops, decompositions, linalg_methods, matrix_functions, norms, random_dists,  # noqa: E402,F401
+               special_ops, spectral, statistics)
 from .complex_ops import *  # noqa: F401,F403,E402
 from .linalg_methods import *  # noqa: F401,F403,E402
 from .special_ops import *  # noqa: F401,F403,E402
