@@ -18,11 +18,11 @@ UNIT = RNG.uniform(0.05, 0.95, (2, 3))
 POS = RNG.uniform(0.6, 3.0, (2, 3))
 REAL = RNG.uniform(-2.5, 2.5, (2, 3))
 
-# name -> (input, differentiable in PyTorch); each compiles its own kernels (a fraction of a second of CPU apiece),
-# so the names that re-export jgrad's elementwise ops and the aliases run with JGRAD_TEST_THOROUGH=1 only
-UNARY = {"erfcx": (REAL, True), "erfinv": (UNIT * 2 - 1, True), "logit": (UNIT, True), "gammaln": (POS, True),
-         "digamma": (POS, True), "psi": (POS, True), "i0e": (REAL, True), "i1": (REAL, True),
-         "ndtri": (UNIT, True), "log_ndtr": (REAL, True), "sinc": (REAL, True), "entr": (UNIT, True),
+# name -> (input, gradient compared); each compiles its own kernels (a fraction of a second of CPU apiece), so the
+# names that re-export jgrad's elementwise ops run with JGRAD_TEST_THOROUGH=1 only, and a few gradients too
+UNARY = {"erfcx": (REAL, False), "erfinv": (UNIT * 2 - 1, True), "logit": (UNIT, True), "gammaln": (POS, True),
+         "digamma": (POS, True), "psi": (POS, False), "i0e": (REAL, True), "i1": (REAL, True),
+         "ndtri": (UNIT, True), "log_ndtr": (REAL, True), "sinc": (REAL, True), "entr": (UNIT, False),
          "modified_bessel_i0": (REAL, False)}
 if THOROUGH:
     UNARY.update({"erf": (REAL, True), "erfc": (REAL, True), "expit": (REAL, True), "i0": (REAL, True),
@@ -33,8 +33,8 @@ if THOROUGH:
 @pytest.mark.one_execution_mode  # numerics of the kernels; "auto" mode reruns them with the same values
 def test_special_vs_torch():
     for name, (x, differentiable) in UNARY.items():
-        compare(getattr(S, name), getattr(torch.special, name), [x], grad=differentiable, rtol=1e-6, atol=1e-9,
-                what=name)
+        compare(getattr(S, name), getattr(torch.special, name), [x], grad=differentiable or (
+            THOROUGH and name not in ("modified_bessel_i0", "spherical_bessel_j0")), rtol=1e-6, atol=1e-9, what=name)
     for n in (0, 2):
         compare(lambda t: S.polygamma(n, t), lambda t: torch.special.polygamma(n, t), [POS], rtol=1e-6, what="pg")
     compare(lambda t: S.multigammaln(t, 3), lambda t: torch.special.multigammaln(t, 3),
