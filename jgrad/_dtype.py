@@ -254,7 +254,8 @@ class iinfo:
         if d is bool:
             raise TypeError("torch.bool is not supported by torch.iinfo")
         i = np.iinfo(d.np)
-        self.dtype, self.bits, self.min, self.max = d.name, _builtins.int(i.bits), _builtins.int(i.min), _builtins.int(i.max)
+        self.dtype, self.bits = d.name, _builtins.int(i.bits)
+        self.min, self.max = _builtins.int(i.min), _builtins.int(i.max)
 
     def __repr__(self):
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -49,7 +49,8 @@ def compare(jg_fn, torch_fn, arrays, *, rtol=1e-7, atol=1e-9, grad=True, seed=1,
         assert tuple(j.shape) == tuple(t.shape), f"{what}: output {i} shape {tuple(j.shape)} != {tuple(t.shape)}"
         assert j.dtype.name == str(t.dtype).split(".")[-1], f"{what}: output {i} dtype {j.dtype} != {t.dtype}"
         np.testing.assert_allclose(_np(j), _np(t), rtol=rtol, atol=atol, err_msg=f"{what}: output {i}")
-    pairs = [(j, t) for j, t in zip(jout, tout) if t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)]
+    pairs = [(j, t) for j, t in zip(jout, tout)
+             if t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)]
     if not diff or not pairs:
         return jout
     rng = np.random.default_rng(seed)

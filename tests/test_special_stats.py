@@ -99,7 +99,8 @@ def test_unique_bincount_histc_quantile_vs_torch():
     xn = x.copy()
     xn[1, 2] = np.nan
     for interp in ("nearest",) + (("lower", "higher", "midpoint") if THOROUGH else ()):
-        compare(lambda t: (jg.quantile(t, 0.4, 0, interpolation=interp), t.nanquantile(0.4, 1, interpolation=interp)),
+        compare(lambda t: (jg.quantile(t, 0.4, 0, interpolation=interp),
+                           t.nanquantile(0.4, 1, interpolation=interp)),
                 lambda t: (torch.quantile(t, 0.4, 0, interpolation=interp), t.nanquantile(0.4, 1,
                                                                                          interpolation=interp)),
                 [xn], grad=False, what=interp)

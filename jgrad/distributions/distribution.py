@@ -46,8 +46,9 @@ class Distribution:
                 arg_constraints = self.arg_constraints
             except NotImplementedError:
                 arg_constraints = {}
-                warnings.warn(f"{self.__class__} does not define `arg_constraints`. Please set `arg_constraints = {{}}` "
-                              "or initialize the distribution with `validate_args=False` to turn off validation.")
+                warnings.warn(f"{self.__class__} does not define `arg_constraints`. Please set "
+                              "`arg_constraints = {}` or initialize the distribution with `validate_args=False` to "
+                              "turn off validation.")
             for param, constraint in arg_constraints.items():
                 if constraints.is_dependent(constraint):
                     continue

@@ -22,7 +22,6 @@ import numpy as np
 from .. import _dtype
 from .._checks import check_range
 from .._dispatch import Op, call
-from .._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name
 from .complex_ops import wirtinger_op
 

@@ -8,7 +8,6 @@ Imports ``_dispatch``, ``_tensor``, ``_dtype`` and ``ops`` (``_registry``, ``ran
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from .. import _dtype
 from .._dispatch import Op, call

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 import jax.scipy.special as jss
 import numpy as np
