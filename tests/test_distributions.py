@@ -131,8 +131,8 @@ def test_sampling_shapes_seed_moments_and_rsample_gradients():
     n = 2000 if not THOROUGH else 20000
     loc, scale = jg.tensor(LOC, requires_grad=True), jg.tensor(SCALE, requires_grad=True)
     moments = [JD.Normal(loc, scale), JD.Laplace(loc, scale), JD.Uniform(loc, loc + scale), JD.Exponential(scale),
-               JD.Categorical(jg.tensor(np.tile(SIMPLEX[:1], (3, 1)))), JD.MultivariateNormal(jg.tensor(LOC),
-                                                                                              jg.tensor(COV[0])),
+               JD.Categorical(jg.tensor(np.tile([[0.0, 0.4, 0.6]], (3, 1)))),  # category 0 is never drawn
+               JD.MultivariateNormal(jg.tensor(LOC), jg.tensor(COV[0])),
                JD.Independent(JD.Normal(loc, scale), 1)]
     small = [JD.Gamma(jg.tensor(SIMPLEX * 4), 2.0), JD.Beta(scale, scale + 1), JD.Dirichlet(jg.tensor(SIMPLEX * 4)),
              JD.OneHotCategorical(jg.tensor(SIMPLEX))] + ([JD.Bernoulli(jg.tensor(UNIT))] if THOROUGH else [])
@@ -145,6 +145,8 @@ def test_sampling_shapes_seed_moments_and_rsample_gradients():
         assert tuple(a.shape) == (size,) + d.batch_shape + d.event_shape, type(d).__name__
         np.testing.assert_array_equal(a, b)  # reproducible from the seed
         assert a.grad_fn is None
+        if isinstance(d, JD.Categorical):
+            assert (a.numpy() != 0).all()
         if size == n:
             x = a.double()
             mean = d.probs.detach() @ jg.arange(3, dtype=jg.float64) if isinstance(d, JD.Categorical) else d.mean

@@ -164,6 +164,8 @@ class Categorical(Distribution):
         return _ops.full(self._extended_shape(), float("nan"), dtype=self.probs.dtype, device=self.probs.device)
 
     def sample(self, sample_shape=()):
+        if "probs" in self.__dict__:  # drawn from the probabilities themselves: zeros are never drawn
+            return _draw_categorical(self.probs, tuple(sample_shape), is_probs=True)
         return _draw_categorical(self.logits, tuple(sample_shape))
 
     def log_prob(self, value):

@@ -50,15 +50,18 @@ def standard_gamma(concentration: Tensor, *, generator=None) -> Tensor:
     return draws.narrow(0, 0, n).reshape(shape)
 
 
-def _categorical_fwd(k, logits, shape):
-    draws = jax.random.categorical(_key(k), logits, axis=-1, shape=shape + logits.shape[:-1])
+def _categorical_fwd(k, param, shape, is_probs):
+    if is_probs:  # a category of probability 0 is never drawn (its log is -inf, not log(eps))
+        param = jax.numpy.where(param > 0, jax.numpy.log(jax.numpy.where(param > 0, param, 1)), -jax.numpy.inf)
+    draws = jax.random.categorical(_key(k), param, axis=-1, shape=shape + param.shape[:-1])
     return draws.astype(_dtype._index_dtype().np)
 
 
 CATEGORICAL = Op("categorical", _categorical_fwd, differentiable=False)
 
 
-def categorical(logits: Tensor, sample_shape=(), *, generator=None) -> Tensor:
-    """Category indices drawn from unnormalized log-probabilities over the last dimension, of shape
-    ``sample_shape + logits.shape[:-1]``."""
-    return call(CATEGORICAL, _key_tensor(generator, logits._device), logits.detach(), shape=tuple(sample_shape))
+def categorical(param: Tensor, sample_shape=(), *, is_probs=False, generator=None) -> Tensor:
+    """Category indices drawn from unnormalized log-probabilities (or, with ``is_probs``, non-negative weights)
+    over the last dimension, of shape ``sample_shape + param.shape[:-1]``."""
+    return call(CATEGORICAL, _key_tensor(generator, param._device), param.detach(), shape=tuple(sample_shape),
+                is_probs=bool(is_probs))
