@@ -35,6 +35,11 @@ from .serialization import load, save  # noqa: E402
 from . import utils  # noqa: E402
 from ._dlpack import from_dlpack  # noqa: E402  (DLPack: the protocol of jgrad tensors; interop/ adapts libraries)
 
+import importlib as _importlib  # noqa: E402
+linalg = _importlib.import_module(".linalg", __name__)  # torch.linalg's names (not ops.linalg, which `*` exported)
+from . import distributions, fft, special  # noqa: E402  (torch.distributions', torch.fft's, torch.special's names)
+from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
+
 __version__ = "0.1.0"
 
 

@@ -36,7 +36,17 @@ class dtype:
         return (_from_name, (self.name,))
 
     def to_real(self):
+        """The real dtype of a complex one (``complex64`` -> ``float32``); other dtypes are returned as they are."""
         return {"complex64": float32, "complex128": float64}.get(self.name, self)
+
+    def to_complex(self):
+        """The complex dtype of a floating one (``float64`` -> ``complex128``). JAX has no complex32, so ``float16``
+        and ``bfloat16`` give ``complex64``."""
+        if self.is_complex:
+            return self
+        if not self.is_floating_point:
+            raise RuntimeError(f"to_complex: expected a floating point or complex dtype, got {self}")
+        return complex128 if self.name == "float64" else complex64
 
 
 def _from_name(name):
@@ -56,6 +66,7 @@ int32 = dtype("int32", np.int32)
 int64 = dtype("int64", np.int64)
 bool = dtype("bool", np.bool_)  # noqa: A001 - PyTorch's name
 half, float, double, long, int = float16, float32, float64, int64, int32  # noqa: A001
+cfloat, cdouble, short, char = complex64, complex128, int16, int8
 
 ALL = (float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, int16, int32, int64, bool)
 _BY_NP = {d.np: d for d in ALL}
@@ -183,11 +194,17 @@ def result_type(*operands) -> np.dtype:
         return jnp.promote_types(ds[0], ds[1]) if len(ds) == 2 else (
             ds[0] if len(ds) == 1 else promote([jnp.promote_types(ds[0], ds[1])] + ds[2:]))
 
+    def combine(higher, lower):
+        # PyTorch's combine_categories: a complex operand of a lower-priority group keeps a floating result's
+        # precision (a float64 tensor times a complex64 0-d tensor or a complex scalar is complex128).
+        if cat(lower) == 3 and cat(higher) == 2:
+            return np.dtype(np.complex128 if np.dtype(higher) == np.float64 else np.complex64)
+        return lower if cat(lower) > cat(higher) else higher
+
     res = promote(dims) if dims else None
     if zerod:
         z = promote(zerod)
-        if res is None or cat(z) > cat(res):
-            res = z
+        res = z if res is None else combine(res, z)
     if scalars:
         def scat(s):
             if isinstance(s, (_builtins.bool, _builtins.int, _builtins.float, _builtins.complex)):
@@ -196,7 +213,8 @@ def result_type(*operands) -> np.dtype:
         sc = max(scat(s) for s in scalars)
         if res is None or sc > cat(res):
             if sc == 3:
-                res = np.dtype(np.complex128 if get_default_dtype() is float64 else np.complex64)
+                c = np.dtype(np.complex128 if get_default_dtype() is float64 else np.complex64)
+                res = c if res is None else combine(res, c)
             elif sc == 2:
                 res = get_default_dtype().np
             elif sc == 1:
@@ -204,3 +222,40 @@ def result_type(*operands) -> np.dtype:
             else:
                 res = np.dtype(np.bool_)
     return np.dtype(res)
+
+
+class finfo:
+    """Machine limits of a floating (or complex: of its real part) dtype, as ``torch.finfo``."""
+
+    def __init__(self, type=None):  # noqa: A002 - PyTorch's name
+        d = canonical(type)
+        if not (d.is_floating_point or d.is_complex):
+            raise TypeError(f"torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
+                            f"'torch.finfo'")
+        i = jnp.finfo(d.to_real().np)
+        self.dtype = d.to_real().name
+        self.bits, self.eps = _builtins.int(i.bits), _builtins.float(i.eps)
+        self.max, self.min = _builtins.float(i.max), _builtins.float(i.min)
+        self.tiny = self.smallest_normal = _builtins.float(i.tiny)
+        self.resolution = 10.0 ** -_builtins.int(i.precision)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.tiny:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer (or bool) dtype, as ``torch.iinfo``."""
+
+    def __init__(self, type):  # noqa: A002 - PyTorch's name
+        d = canonical(type)
+        if d.is_floating_point or d.is_complex:
+            raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to handle 'torch.iinfo'")
+        if d is bool:
+            raise TypeError("torch.bool is not supported by torch.iinfo")
+        i = np.iinfo(d.np)
+        self.dtype, self.bits = d.name, _builtins.int(i.bits)
+        self.min, self.max = _builtins.int(i.min), _builtins.int(i.max)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

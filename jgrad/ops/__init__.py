@@ -29,3 +29,13 @@ from .shape import (as_strided, broadcast_to, cat, chunk, concat, concatenate, d
 from .indexing import gather, index_select, masked_fill, narrow, nonzero, scatter, scatter_add, select  # noqa: F401
 
 swapaxes = transpose
+
+# The math namespaces (jgrad.linalg, fft, special, distributions): their op families, and the names PyTorch
+# also exposes at the top level. The families' module names do not clash with a PyTorch name that
+# ``from .ops import *`` exports (``jg.complex`` is the function); ``jgrad`` binds ``jg.linalg`` itself.
+from . import (complex_ops, decompositions, linalg_methods, matrix_functions, norms, random_dists,  # noqa: E402,F401
+               special_ops, spectral, statistics)
+from .complex_ops import *  # noqa: F401,F403,E402
+from .linalg_methods import *  # noqa: F401,F403,E402
+from .special_ops import *  # noqa: F401,F403,E402
+from .statistics import *  # noqa: F401,F403,E402

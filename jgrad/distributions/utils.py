@@ -1,0 +1,77 @@
+"""Helpers of the distributions, as ``torch.distributions.utils``: ``broadcast_all``, ``probs_to_logits``,
+``logits_to_probs``, ``clamp_probs``, ``lazy_property``; and ``require``, the value check behind ``validate_args``.
+
+Imports the op library, ``_dtype``, ``_tensor``, ``_checks`` and ``ops._registry``.
+"""
+from __future__ import annotations
+
+import numbers
+
+from .. import _dtype, ops as _ops
+from .._checks import check_values
+from .._tensor import Tensor
+from ..ops._registry import broadcast_shapes, host_values
+
+__all__ = ["broadcast_all", "probs_to_logits", "logits_to_probs", "clamp_probs", "lazy_property", "require"]
+
+
+def broadcast_all(*values):
+    """Tensors and numbers broadcast to one shape; numbers become tensors of the tensors' dtype (the default
+    floating dtype when there are none)."""
+    if not all(isinstance(v, (Tensor, numbers.Number)) for v in values):
+        raise ValueError("Input arguments must all be instances of numbers.Number, torch.Tensor or objects "
+                         "implementing __torch_function__.")
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    dt = tensors[0].dtype if tensors else _dtype.get_default_dtype()
+    dev = tensors[0].device if tensors else None
+    values = [v if isinstance(v, Tensor) else _ops.tensor(float(v), dtype=dt, device=dev) for v in values]
+    shape = broadcast_shapes(*(tuple(v.shape) for v in values))
+    return tuple(v if tuple(v.shape) == shape else v.expand(*shape) for v in values)
+
+
+def clamp_probs(probs):
+    """Probabilities kept inside ``[eps, 1 - eps]`` of their dtype."""
+    eps = _dtype.finfo(probs.dtype).eps
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def probs_to_logits(probs, is_binary=False):
+    """Logits of probabilities (binary: of the event's probability against its complement)."""
+    ps = clamp_probs(probs)
+    if is_binary:
+        return ps.log() - (-ps).log1p()
+    return ps.log()
+
+
+def logits_to_probs(logits, is_binary=False):
+    """Probabilities of logits (binary: the sigmoid; else the softmax over the last dimension)."""
+    if is_binary:
+        return logits.sigmoid()
+    return _ops.softmax(logits, dim=-1)
+
+
+class lazy_property:
+    """A property computed once, on first access, and cached on the instance (PyTorch's)."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+        self.__doc__ = wrapped.__doc__
+
+    def __get__(self, instance, obj_type=None):
+        if instance is None:
+            return self
+        value = self.wrapped(instance)
+        setattr(instance, self.wrapped.__name__, value)
+        return value
+
+
+def require(valid, make_error, op):
+    """Raise ``make_error(True)`` unless every element of the bool tensor ``valid`` is True. Values already in host
+    memory are checked now (as PyTorch does); values on a device or pending are checked beside the kernel and
+    reported at the next host synchronization, with ``make_error(False)`` (it cannot print them)."""
+    v = host_values(valid)
+    if v is not None:
+        if not v.all():
+            raise make_error(True)
+        return
+    check_values(valid.to(_dtype.int8), "nonzero", lambda _: make_error(False), op)
