@@ -62,3 +62,63 @@ def test_shuffle_subset_split_concat_and_iterable():
     assert _as_lists(jud.DataLoader(Count(), batch_size=2)) == _as_lists(tud.DataLoader(TCount(), batch_size=2))
     with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
         jud.DataLoader(ds, sampler=[0, 1], shuffle=True)
+
+
+def test_samplers_are_drawn_lazily_like_torch():
+    """A DataLoader pulls only the indices of the batches it yields (PyTorch's count), so minGPT's
+    ``RandomSampler(replacement=True, num_samples=int(1e10))`` works; samplers' lengths, batches and errors."""
+    from jgrad.utils.data.dataloader import DataLoader  # PyTorch's module paths
+    from jgrad.utils.data.sampler import RandomSampler
+
+    class Counting:
+        def __init__(self):
+            self.pulled = 0
+
+        def __iter__(self):
+            for i in range(10 ** 6):
+                self.pulled += 1
+                yield i % 7
+
+        def __len__(self):
+            return 10 ** 6
+
+    ds = jud.TensorDataset(jg.arange(7.0))
+    tds = tud.TensorDataset(torch.arange(7.0))
+    counts = []
+    for loader_cls, data in ((DataLoader, ds), (tud.DataLoader, tds)):
+        s = Counting()
+        batch = next(iter(loader_cls(data, batch_size=2, sampler=s)))
+        counts.append((s.pulled, batch[0].tolist()))
+    assert counts[0] == counts[1] == (2, [0.0, 1.0])
+    jl = DataLoader(ds, batch_size=4, sampler=RandomSampler(ds, replacement=True, num_samples=int(1e10)))
+    tl = tud.DataLoader(tds, batch_size=4, sampler=tud.RandomSampler(tds, replacement=True, num_samples=int(1e10)))
+    assert len(jl) == len(tl) == 2_500_000_000
+    it = iter(jl)
+    batches = [next(it)[0].tolist() for _ in range(20)]
+    assert all(len(b) == 4 and set(b) <= set(range(7)) for b in batches) and len({tuple(b) for b in batches}) > 1
+    # without replacement, num_samples > len: whole permutations, then part of one; the same seed, the same order
+    jg.manual_seed(5)
+    a = list(jud.RandomSampler(range(7), num_samples=17))
+    jg.manual_seed(5)
+    assert a == list(jud.RandomSampler(range(7), num_samples=17))
+    assert sorted(a[:7]) == sorted(a[7:14]) == list(range(7)) and len(set(a[14:])) == 3
+    g = jg.Generator().manual_seed(1)
+    sub = list(jud.SubsetRandomSampler([10, 20, 30, 40], generator=g))
+    assert sorted(sub) == [10, 20, 30, 40]
+    w = list(jud.WeightedRandomSampler([0.0, 1.0, 3.0, 0.0], 50))
+    assert set(w) <= {1, 2} and len(w) == 50
+    assert sorted(jud.WeightedRandomSampler([1.0, 1.0, 3.0, 0.0], 3, replacement=False)) == [0, 1, 2]
+    for drop_last in (False, True):
+        jb, tb = jud.BatchSampler(range(10), 3, drop_last), tud.BatchSampler(range(10), 3, drop_last)
+        assert list(jb) == list(tb) and len(jb) == len(tb)
+    for make in (lambda m: m.RandomSampler(range(3), replacement="yes"),
+                 lambda m: m.RandomSampler(range(3), num_samples=0),
+                 lambda m: m.WeightedRandomSampler([1.0], 0), lambda m: m.WeightedRandomSampler([[1.0]], 1),
+                 lambda m: m.BatchSampler(range(3), 0, False), lambda m: m.BatchSampler(range(3), 2, "no")):
+        with pytest.raises((TypeError, ValueError)) as expected:
+            make(tud)
+        with pytest.raises(expected.type, match=None) as got:
+            make(jud)
+        assert str(got.value) == str(expected.value)
+    with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):
+        list(jud.WeightedRandomSampler([1.0, 0.0], 2, replacement=False))

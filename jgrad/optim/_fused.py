@@ -62,7 +62,7 @@ def fused_op(name, update, scalar_names):
 
 
 def check_hyperparameters(*checks):
-    """PyTorch's constructor checks, in its order: each ``(label, value)`` must be >= 0 (``Invalid <label>: <value>``)."""
+    """PyTorch's constructor checks, in its order: each ``(label, value)`` must be >= 0 (``Invalid <label>: <v>``)."""
     for label, value in checks:
         if not 0.0 <= value:
             raise ValueError(f"Invalid {label}: {value}")
