@@ -28,4 +28,10 @@ from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, flatt
                     scatter_add, select, split, squeeze, stack, t, transpose, tril, triu, unbind,
                     unflatten, unsqueeze)
 
+from . import compat  # noqa: E402,F401  (legacy tensor types, memory formats, Tensor.__format__: PyTorch's first names)
+from .compat import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
+                     HalfTensor, IntTensor, LongTensor, ShortTensor, broadcast_shapes, broadcast_tensors,
+                     channels_last, channels_last_3d, contiguous_format, is_complex, is_floating_point,
+                     memory_format, preserve_format)
+
 swapaxes = transpose
