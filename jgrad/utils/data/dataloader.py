@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from ..._tensor import Tensor
-from .dataset import IterableDataset
+from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "default_collate", "get_worker_info"]
@@ -115,8 +115,12 @@ class DataLoader:
             for index in self.sampler:
                 yield self.collate_fn(self.dataset[index])
             return
+        whole_rows = type(self.dataset) is TensorDataset and self.collate_fn is default_collate
         for indices in self.batch_sampler:
-            yield self.collate_fn([self.dataset[i] for i in indices])
+            if whole_rows:  # the same batch as collating the rows, with one gather per tensor
+                yield self.dataset._batch(list(indices))
+            else:
+                yield self.collate_fn([self.dataset[i] for i in indices])
 
     def _iter_iterable(self):
         if self.batch_size is None:
