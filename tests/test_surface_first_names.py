@@ -141,10 +141,11 @@ def test_legacy_types_format_and_predicates():
     for name in ("FloatTensor", "LongTensor", "DoubleTensor", "BoolTensor", "HalfTensor"):
         for value in (1.5, 2, True):
             for dt in ("float32", "float64", "int64", "bool"):
-                j, t = jg.tensor([value]).to(getattr(jg, dt)), torch.tensor([value]).to(getattr(torch, dt))
+                j = jg.tensor([value], device="cpu").to(getattr(jg, dt))   # legacy types are CPU types
+                t = torch.tensor([value]).to(getattr(torch, dt))
                 assert isinstance(j, getattr(jg, name)) == isinstance(t, getattr(torch, name))
         assert not isinstance(jg.zeros(1), getattr(jg.cuda, name))
-    a = jg.tensor([1.0, 2.0])
+    a = jg.tensor([1.0, 2.0], device="cpu")
     assert jg.FloatTensor(a) is a
     for bad in (("a",), (2.5,), (True,)):
         _same_error(lambda: jg.FloatTensor(*bad), lambda: torch.FloatTensor(*bad))
@@ -162,7 +163,8 @@ def test_legacy_types_format_and_predicates():
     # empty(size=...), predicates, memory formats
     assert jg.empty(size=(2, 3)).shape == (2, 3) and jg.empty(size=[4], dtype=jg.int64).dtype == jg.int64
     _same_error(lambda: jg.empty(2, size=(2,)), lambda: torch.empty(2, size=(2,)))
-    for j, t in ((jg.zeros(2), torch.zeros(2)), (jg.zeros(2, dtype=jg.int64), torch.zeros(2, dtype=torch.int64))):
+    for j, t in ((jg.zeros(2, device="cpu"), torch.zeros(2)),
+                 (jg.zeros(2, dtype=jg.int64, device="cpu"), torch.zeros(2, dtype=torch.int64))):
         assert (jg.is_complex(j), jg.is_floating_point(j)) == (torch.is_complex(t), torch.is_floating_point(t))
         for attr in ("is_sparse", "is_xpu", "is_mps", "is_cpu", "is_meta", "is_quantized", "is_cuda"):
             assert getattr(j, attr) == getattr(t, attr), attr
@@ -202,8 +204,8 @@ def test_nn_class_paths_flatten_parameters_and_data_parallel():
     assert jg.nn.modules.rnn.LSTM is jg.nn.LSTM and jg.nn.LSTM(2, 3).flatten_parameters() is None
     # data_parallel over two (virtual CPU) devices: the same output and gradients as one device
     jg.manual_seed(0)
-    model = jg.nn.Linear(3, 2)
-    x = jg.randn(5, 3)
+    model = jg.nn.Linear(3, 2, device="cpu")
+    x = jg.randn(5, 3, device="cpu")
     out = jg.nn.parallel.data_parallel(model, x, device_ids=["cpu:0", "cpu:1"])
     (out * out).sum().backward()
     grads = [p.grad.numpy().copy() for p in model.parameters()]
