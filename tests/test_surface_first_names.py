@@ -24,7 +24,7 @@ def _same_error(fn_jg, fn_torch):
 
 
 @pytest.mark.one_execution_mode  # no kernel runs here
-def test_accelerator_cuda_and_backends():
+def test_accelerator_cuda_and_backends(monkeypatch):
     has_gpu = any(d.platform == "gpu" for d in jax.devices())
     assert jg.cuda.is_available() is has_gpu and jg.accelerator.is_available() is has_gpu
     if not has_gpu:  # this machine's PyTorch is a CPU build, as this JAX: the same answers
@@ -56,21 +56,24 @@ def test_accelerator_cuda_and_backends():
     cudnn.benchmark, cudnn.deterministic = True, True
     assert jg.backends.cudnn.benchmark and jg.backends.cudnn.deterministic
     cudnn.benchmark, cudnn.deterministic = False, False
-    prec = jg.get_float32_matmul_precision()
+    # The precision as a plain value: a real change would drop every compiled kernel of this process.
+    from jgrad.ops import linalg
+    setting = ["highest"]
+    monkeypatch.setattr(linalg, "get_float32_matmul_precision", lambda: setting[0])
+    monkeypatch.setattr(linalg, "set_float32_matmul_precision", lambda p: setting.__setitem__(0, p))
     try:
         for value in (True, False):
             jg.backends.cuda.matmul.allow_tf32 = value
             torch.backends.cuda.matmul.allow_tf32 = value
-            assert jg.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
+            assert setting[0] == torch.get_float32_matmul_precision()
         for p in ("medium", "high", "highest"):
-            jg.set_float32_matmul_precision(p)
+            setting[0] = p
             torch.set_float32_matmul_precision(p)
             assert jg.backends.cuda.matmul.allow_tf32 == torch.backends.cuda.matmul.allow_tf32 == cudnn.allow_tf32
         with cudnn.flags(enabled=False, allow_tf32=True):
-            assert not cudnn.enabled and jg.get_float32_matmul_precision() == "high"
-        assert cudnn.enabled and jg.get_float32_matmul_precision() == "highest"
+            assert not cudnn.enabled and setting[0] == "high"
+        assert cudnn.enabled and setting[0] == "highest"
     finally:
-        jg.set_float32_matmul_precision(prec)
         torch.set_float32_matmul_precision("highest")
     _same_error(lambda: jg.backends.cuda.matmul.no_such_flag, lambda: torch.backends.cuda.matmul.no_such_flag)
     assert jg.backends.mps.is_available() is torch.backends.mps.is_available() is False
