@@ -122,3 +122,38 @@ def test_samplers_are_drawn_lazily_like_torch():
         assert str(got.value) == str(expected.value)
     with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):
         list(jud.WeightedRandomSampler([1.0, 0.0], 2, replacement=False))
+
+
+@pytest.mark.one_execution_mode  # host-side index arithmetic only
+def test_distributed_sampler_and_generic_classes_like_torch():
+    """Each rank's share equals PyTorch's (padding, drop_last); a shuffled order is the same in every rank for a
+    (seed, epoch) and changes with set_epoch; Sampler[int] / Dataset[T] subclass as PyTorch's generics do."""
+    for n, replicas, drop_last in ((10, 3, False), (10, 3, True), (2, 3, False), (12, 4, False)):
+        for rank in range(replicas):
+            j = jud.DistributedSampler(list(range(n)), replicas, rank, shuffle=False, drop_last=drop_last)
+            t = tud.DistributedSampler(list(range(n)), replicas, rank, shuffle=False, drop_last=drop_last)
+            assert list(j) == list(t) and len(j) == len(t)
+    shares = [jud.DistributedSampler(range(10), 2, r, seed=3) for r in range(2)]
+    first = [list(s) for s in shares]
+    assert sorted(first[0] + first[1]) == list(range(10)) and first[0] != [0, 2, 4, 6, 8]
+    assert [list(s) for s in shares] == first
+    for s in shares:
+        s.set_epoch(1)
+    assert [list(s) for s in shares] != first and sorted(sum((list(s) for s in shares), [])) == list(range(10))
+    assert len(jud.DistributedSampler(range(10))) == 10  # one process: the whole dataset (rank 0 of 1)
+    for bad in (dict(num_replicas=2, rank=2), dict(num_replicas=2, rank=-1)):
+        _same = [pytest.raises(ValueError, m.DistributedSampler, range(4), **bad) for m in (jud, tud)]
+        assert str(_same[0].value) == str(_same[1].value)
+
+    class Ints(jud.Sampler[int]):
+        def __iter__(self):
+            return iter([2, 0])
+
+    class Data(jud.Dataset[tuple]):
+        def __getitem__(self, i):
+            return (jg.tensor(float(i)),)
+
+        def __len__(self):
+            return 3
+
+    assert [b[0].tolist() for b in jud.DataLoader(Data(), batch_size=2, sampler=Ints())] == [[2.0, 0.0]]

@@ -14,7 +14,10 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subs
 
 
 class Dataset:
-    """A map-style dataset: ``__getitem__(index)`` and ``__len__``."""
+    """A map-style dataset: ``__getitem__(index)`` and ``__len__`` (``Dataset[T]`` works, as PyTorch's generic)."""
+
+    def __class_getitem__(cls, item):
+        return cls
 
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
@@ -24,7 +27,10 @@ class Dataset:
 
 
 class IterableDataset:
-    """A dataset that is an iterable of samples (``__iter__``)."""
+    """A dataset that is an iterable of samples (``__iter__``); ``IterableDataset[T]`` works too."""
+
+    def __class_getitem__(cls, item):
+        return cls
 
     def __iter__(self):
         raise NotImplementedError(f"{type(self).__name__} must define __iter__")

@@ -29,7 +29,11 @@ def _host_rng(generator) -> np.random.Generator:
 
 
 class Sampler:
-    """Base class: an iterable of indices (``__iter__``), usually with ``__len__``."""
+    """Base class: an iterable of indices (``__iter__``), usually with ``__len__``. ``Sampler[int]`` works in
+    class definitions, as with PyTorch's generic class."""
+
+    def __class_getitem__(cls, item):
+        return cls
 
     def __init__(self, data_source=None) -> None:
         pass
