@@ -71,12 +71,17 @@ def _fresh(lib, arrays, name, kw, group):
 
 @pytest.mark.one_execution_mode  # the fused update goes through call_foreach, as SGD's and Adam's: one "auto" case
 @pytest.mark.parametrize("name, mode", [(name, "eager") for name in CASES] + [("NAdam", "auto")])
-def test_trajectory_state_and_state_dict_match_torch(name, mode):
+def test_trajectory_state_and_state_dict_match_torch(name, mode, monkeypatch):
     """Four steps on both libraries (float32), every state tensor compared; then each library's state_dict
     loaded into the other's fresh optimizer, with a new learning rate: two more steps stay together, and the
-    new learning rate compiles no new kernel."""
+    new learning rate compiles no new kernel. Each step is one fused update per param group."""
+    from jgrad.optim import _fused
+    updates = []
+    real = _fused.call_foreach
+    monkeypatch.setattr(_fused, "call_foreach", lambda op, *a, **k: updates.append(op) or real(op, *a, **k))
     with jg.execution_mode(mode):
         _trajectory(name, *CASES[name])
+    assert len(updates) == 2 * (4 + 2) and {op.name for op in updates} == {f"{name.lower()}_step"}
 
 
 def _trajectory(name, kw, group):
