@@ -34,6 +34,8 @@ from . import profiler, viz  # noqa: E402  (matplotlib is imported lazily, only 
 from .serialization import load, save  # noqa: E402
 from . import utils  # noqa: E402
 from ._dlpack import from_dlpack  # noqa: E402  (DLPack: the protocol of jgrad tensors; interop/ adapts libraries)
+from . import accelerator, backends, cuda, onnx  # noqa: E402  (torch.accelerator/backends/cuda/onnx)
+from ._export import export_stablehlo  # noqa: E402  (jgrad's export: StableHLO through jax.export)
 
 import importlib as _importlib  # noqa: E402
 linalg = _importlib.import_module(".linalg", __name__)  # torch.linalg's names (not ops.linalg, which `*` exported)

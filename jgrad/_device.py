@@ -44,7 +44,8 @@ class device:
             if not idx.isdigit():
                 raise RuntimeError(f"Invalid device string: '{spec}'")
             index = int(idx)
-        return _intern(_ALIASES[kind], 0 if index is None else int(index))
+        kind = _ALIASES[kind]
+        return _intern(kind, (_current_index.get(kind, 0) if index is None else int(index)))
 
     def __repr__(self):
         return f"device(type='{self.type}', index={self.index})"
@@ -72,6 +73,11 @@ class device:
                        else "Use an index below the device count."))
             self._jax = devs[self.index]
         return self._jax
+
+
+# The device an index-less "gpu"/"cuda"/"tpu" names: ``jgrad.cuda.set_device`` (``torch.cuda.set_device``) changes it
+# for the whole process (PyTorch's is per thread).
+_current_index: dict = {}
 
 
 @functools.lru_cache(maxsize=None)

@@ -32,3 +32,8 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "Mo
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "utils"]
 
 from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)
+from .parallel import DataParallel  # noqa: E402,F401
+for _path in ("activation", "batchnorm", "container", "conv", "dropout", "flatten", "instancenorm", "linear", "loss",
+              "module", "normalization", "pooling", "rnn", "sparse", "transformer"):
+    # PyTorch's class paths (jgrad.nn.modules.rnn.LSTM), imported without rebinding jgrad.nn.rnn & co
+    __import__(f"{__name__}.modules.{_path}")

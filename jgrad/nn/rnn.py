@@ -136,6 +136,14 @@ class RNNBase(Module):
         for weight in self.parameters():
             init.uniform_(weight, -stdv, stdv)
 
+    def flatten_parameters(self) -> None:
+        """Accepted for PyTorch programs (``LSTM.flatten_parameters()`` after ``DataParallel`` or ``.to()``): cuDNN
+        wants one contiguous weight buffer; jgrad's recurrent kernel takes the weights as they are."""
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
+
     @property
     def all_weights(self):
         return [[getattr(self, n) for n in self._flat_weights_names if n.endswith(f"_l{layer}{sfx}")]

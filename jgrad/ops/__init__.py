@@ -28,6 +28,12 @@ from .shape import (as_strided, broadcast_to, cat, chunk, concat, concatenate, d
                     unbind, unflatten, unfold, unsqueeze)
 from .indexing import gather, index_select, masked_fill, narrow, nonzero, scatter, scatter_add, select  # noqa: F401
 
+from . import compat  # noqa: E402,F401  (legacy tensor types, memory formats, Tensor.__format__: PyTorch's first names)
+from .compat import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
+                     HalfTensor, IntTensor, LongTensor, ShortTensor, broadcast_shapes, broadcast_tensors,
+                     channels_last, channels_last_3d, contiguous_format, is_complex, is_floating_point,
+                     memory_format, preserve_format)
+
 swapaxes = transpose
 
 # The math namespaces (jgrad.linalg, fft, special, distributions): their op families, and the names PyTorch

@@ -138,9 +138,15 @@ def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return _filled(_shape(size, "ones"), 1.0 if dtype is None else 1, dtype, device, requires_grad, "ones")
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Zeros: XLA has no uninitialised buffers."""
-    return _filled(_shape(size, "empty"), None, dtype, device, requires_grad, "empty")
+def empty(*args, size=None, dtype=None, device=None, requires_grad=False, memory_format=None, pin_memory=False,
+          layout=None) -> Tensor:
+    """Zeros: XLA has no uninitialised buffers. The size is positional or ``size=``, as PyTorch's; every memory
+    format gives the same (row-major) tensor."""
+    if size is not None:
+        if args:
+            raise TypeError("empty() got multiple values for argument 'size'")
+        args = (size,)
+    return _filled(_shape(args, "empty"), None, dtype, device, requires_grad, "empty")
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -1,5 +1,8 @@
 """Layers and activations: Linear, Embedding, LayerNorm, Dropout, Identity, Flatten, ReLU, GELU, ...
 
+Also the package of PyTorch's class paths (``torch.nn.modules.rnn.LSTM``, ``torch.nn.modules.linear.Linear``,
+...): its submodules re-export the layers from where jgrad defines them; ``jgrad.nn`` imports them all.
+
 Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and ``ops.creation``;
 ``grad_mode`` at the call.
 """
@@ -7,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-from ..ops.creation import empty
-from . import functional as F, init
-from .module import Module
-from .parameter import Parameter
+from ...ops.creation import empty
+from .. import functional as F, init
+from ..module import Module
+from ..parameter import Parameter
 
 __all__ = ["Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "Flatten", "Unflatten", "ReLU", "ReLU6",
            "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Softsign", "Softmax", "Softmin",
@@ -92,7 +95,7 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self) -> None:
         if self.padding_idx is not None:
-            from ..autograd.grad_mode import no_grad
+            from ...autograd.grad_mode import no_grad
             with no_grad():
                 self.weight[self.padding_idx] = 0.0  # __setitem__ writes in place (a slice is a copy)
 
