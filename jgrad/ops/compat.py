@@ -5,8 +5,8 @@ Legacy types (``FloatTensor``, ``LongTensor``, ...; ``jgrad.cuda.FloatTensor`` f
 constructors: ``FloatTensor(2, 3)`` is an uninitialized (in jgrad: zero) tensor of that size,
 ``FloatTensor([1, 2])`` a tensor of that data and dtype, ``FloatTensor(t)`` returns ``t`` when its dtype and
 device match; ``isinstance(t, FloatTensor)`` is true for float32 tensors on the CPU, as in PyTorch. Memory
-formats are accepted where PyTorch takes them; jgrad's arrays have no strides, so every format gives the same
-tensor and ``is_contiguous`` is true for the contiguous and preserve formats.
+formats are accepted where PyTorch takes them (jgrad lays new tensors out row-major whatever the format;
+``is_contiguous(memory_format)`` reads a tensor's strides, ``ops.shape``).
 
 Imports ``_tensor``, ``_dtype``, ``ops._registry``, ``ops.creation`` and ``ops.shape``.
 """
@@ -43,12 +43,6 @@ contiguous_format = memory_format("contiguous_format")
 preserve_format = memory_format("preserve_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
-
-
-@tensor_method()
-def is_contiguous(self, memory_format=contiguous_format) -> bool:
-    """True for the contiguous (and preserve) format: a jgrad tensor is always laid out row-major."""
-    return memory_format is contiguous_format or memory_format is preserve_format
 
 
 # ---- predicates and formatting -------------------------------------------------------------------------------

@@ -267,7 +267,17 @@ def contiguous(input, memory_format=None):
 
 @tensor_method()
 def is_contiguous(input, memory_format=None) -> bool:
+    """Whether the strides lay the elements out in order: row-major (the default format) or, for
+    ``channels_last``/``channels_last_3d``, with the channel dimension innermost."""
     g = _views.geometry(input)
+    name = getattr(memory_format, "_name", "contiguous_format")
+    if name == "preserve_format":
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    if name in ("channels_last", "channels_last_3d"):
+        order = (0, 2, 3, 1) if name == "channels_last" else (0, 2, 3, 4, 1)
+        if input.ndim != len(order):
+            return False
+        return _layout.is_contiguous(tuple(g.shape[d] for d in order), tuple(g.strides[d] for d in order))
     return _layout.is_contiguous(g.shape, g.strides)
 
 
