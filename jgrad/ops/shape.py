@@ -271,8 +271,6 @@ def is_contiguous(input, memory_format=None) -> bool:
     ``channels_last``/``channels_last_3d``, with the channel dimension innermost."""
     g = _views.geometry(input)
     name = getattr(memory_format, "_name", "contiguous_format")
-    if name == "preserve_format":
-        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
     if name in ("channels_last", "channels_last_3d"):
         order = (0, 2, 3, 1) if name == "channels_last" else (0, 2, 3, 4, 1)
         if input.ndim != len(order):
