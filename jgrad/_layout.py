@@ -179,8 +179,10 @@ def n_dyn(step) -> int:
 
 
 def _starts(step, dyn):
-    """The start of every dimension of an index step: 0, or its dynamic offset."""
-    starts = [0] * len(step[1])
+    """The start of every dimension of an index step: 0, or its dynamic offset (of the offsets' dtype: a slice's
+    starts share one integer type)."""
+    dt = getattr(dyn, "dtype", None)
+    starts = [0 if dt is None or not step[4] else jnp.zeros((), dt)] * len(step[1])
     for d, v in zip(step[4], dyn):
         starts[d] = v
     return starts
@@ -191,7 +193,7 @@ def split_dyn(steps, dyn):
     out, k = [], 0
     for st in steps:
         n = n_dyn(st)
-        out.append(tuple(dyn[k:k + n]))
+        out.append(dyn[k:k + n])  # a tuple of ints, or a slice of the offsets array
         k += n
     return out
 

@@ -22,26 +22,27 @@ from ._dtype import x64_scope as _x64
 from ._layout import gather_chain, scatter_chain
 from ._recorder import Buffer
 from ._tensor import Tensor
-from ._views import (DEFAULT, Alias, _call, _clock, _fresh, _join, _mark_stale, _set_data, _view_error)
+from ._views import (DEFAULT, Alias, _call, _clock, _fresh, _join, _mark_stale, _set_data, _view_error, offsets)
 from .autograd import function as _function
 from .autograd.grad_mode import state as _state
 from .streams import _current_for
 
-def _copy_slices_forward(base, w, *dyn, steps):
-    return scatter_chain(base, w, steps, dyn)
+def _copy_slices_forward(base, w, *off, steps):
+    return scatter_chain(base, w, steps, off[0] if off else ())
 
 
 def _copy_slices_backward(ctx, g):
-    steps, dyn = ctx.attrs["steps"], ctx.saved[2:]
+    steps, off = ctx.attrs["steps"], ctx.saved[2:]
+    dyn = off[0] if off else ()
     region = gather_chain(g, steps, dyn)
     rest = scatter_chain(g, jnp.zeros(region.shape, g.dtype), steps, dyn)
-    return (rest, region) + (None,) * len(dyn)
+    return (rest, region) + (None,) * len(off)
 
 
 _CAST = _dispatch.Op("ToCopyBackward0", lambda a, dtype: a.astype(dtype), lambda ctx, g: (g.astype(ctx.in_avals[0][1]),),
                      save=())
-COPY_SLICES = _dispatch.Op("CopySlices", _copy_slices_forward, _copy_slices_backward, save=tuple(range(2, 66)),
-                           edge_args=(0, 1), dynamic_scalars=True)
+COPY_SLICES = _dispatch.Op("CopySlices", _copy_slices_forward, _copy_slices_backward, save=(2,),
+                           edge_args=(0, 1))
 def reshape_inplace(t, make_view, inverse):
     """``t.t_()``, ``t.squeeze_()``...: ``t`` takes the value, geometry and history of the view ``make_view()``
     makes of it; ``inverse(view)`` is the step back from the new geometry to the old one, through which the
@@ -99,7 +100,7 @@ def store(t, value):
     g = a.geom
     if g.steps:
         steps, dyn = g.write_chain()
-        r = _call(COPY_SLICES, (_fresh(root), Tensor._make(value, t._device, t._stream)) + dyn,
+        r = _call(COPY_SLICES, (_fresh(root), Tensor._make(value, t._device, t._stream)) + offsets(dyn, t._device),
                   (("steps", steps),), {"steps": steps}, None)
         _set_data(root, r._data)
     else:
@@ -136,7 +137,7 @@ def write(t, value):
     if base is not None and _state.grad_enabled and (value._req or base._req):
         chain_steps, chain_dyn = _write_chain_from_base(a)
         _fresh(base)
-        new_base = _call(COPY_SLICES, (base, value) + chain_dyn, (("steps", chain_steps),),
+        new_base = _call(COPY_SLICES, (base, value) + offsets(chain_dyn, base._device), (("steps", chain_steps),),
                          {"steps": chain_steps}, None)
         _rebase(base, new_base)
         store(base, new_base._data)  # t goes stale with the other members: its history comes from the base's
@@ -210,14 +211,16 @@ def _write_op(op):
         fwd = op.forward
 
         def forward(root, *rest, read, write, n_read, n_write, inner):
-            view = gather_chain(root, read, rest[:n_read])
+            # rest: the read chain's offsets (an array, or nothing), the write chain's, then the op's arguments
+            rdyn = rest[0] if n_read else ()
+            view = gather_chain(root, read, rdyn)
             out = fwd(view, *rest[n_read + n_write:], **dict(inner))
             out = (out[0] if isinstance(out, tuple) else out).astype(view.dtype)
-            wdyn = rest[n_read:n_read + n_write] if write is not None else rest[:n_read]
-            return scatter_chain(root, out, read if write is None else write, wdyn), out
+            if write is None:
+                return scatter_chain(root, out, read, rdyn), out
+            return scatter_chain(root, out, write, rest[n_read] if n_write else ()), out
 
-        w = _WRITE_OPS[op] = _dispatch.Op(op.name, forward, differentiable=False, num_outputs=2,
-                                          dynamic_scalars=True)
+        w = _WRITE_OPS[op] = _dispatch.Op(op.name, forward, differentiable=False, num_outputs=2)
     return w
 
 
@@ -232,8 +235,10 @@ def _write_fused(op, target, args, key, attrs):
     if write[0] is read[0]:
         write = None, ()  # written back through the same chain: its offsets are passed once
     wop = _write_op(op)
-    wattrs = {"read": read[0], "write": write[0], "n_read": len(read[1]), "n_write": len(write[1]), "inner": key}
-    new_root, value = _call(wop, (st.root,) + read[1] + write[1] + args, tuple(wattrs.items()), wattrs, None)
+    dev = target._device
+    roff, woff = offsets(read[1], dev), offsets(write[1], dev)
+    wattrs = {"read": read[0], "write": write[0], "n_read": len(roff), "n_write": len(woff), "inner": key}
+    new_root, value = _call(wop, (st.root,) + roff + woff + args, tuple(wattrs.items()), wattrs, None)
     _set_data(st.root, new_root._data)
     _commit(target, value._data)
     target._vc[0] += 1

@@ -50,9 +50,11 @@ import weakref
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import _dispatch, _layout, _tensor
 from ._layout import Geometry, gather_chain, scatter_chain
+from ._dtype import x64_scope as _x64
 from ._recorder import Buffer
 from ._tensor import Tensor
 from .autograd import function as _function, node as _node
@@ -121,20 +123,40 @@ def geometry(t) -> Geometry:
 
 
 # ---- the ops: reading a view, writing one back --------------------------------------------
-def _view_forward(base, *dyn, steps):
-    return gather_chain(base, steps, dyn)
+_OFFSETS: dict = {}
+
+
+def offsets(dyn, device):
+    """A chain's dynamic offsets as the op argument they travel as: one int array, made once per value and
+    device (a Python int would be copied to the device at every call), or nothing when there are none."""
+    if not dyn:
+        return ()
+    key = (dyn, device)
+    a = _OFFSETS.get(key)
+    if a is None:
+        if len(_OFFSETS) > 4096:  # offsets that change every step (a sliding window)
+            _OFFSETS.clear()
+        wide = max(dyn) > 2 ** 31 - 1
+        with jax.default_device(device.jax_device), _x64():
+            a = _OFFSETS[key] = jnp.asarray(np.array(dyn, np.int64 if wide else np.int32))
+    return (a,)
+
+
+def _view_forward(base, *off, steps):
+    return gather_chain(base, steps, off[0] if off else ())
 
 
 def _view_backward(ctx, g):
-    steps, dyn = ctx.attrs["steps"], ctx.saved[1:]
+    steps, off = ctx.attrs["steps"], ctx.saved[1:]
     shape, dtype = ctx.in_avals[0]
+    dyn = off[0] if off else ()
     # gather is linear: its transpose sends each element of g back where it was read (summing overlaps:
     # an expand's or an unfold's backward)
     back = jax.linear_transpose(lambda b: gather_chain(b, steps, dyn), jax.ShapeDtypeStruct(shape, g.dtype))
-    return back(g) + (None,) * len(dyn)
+    return back(g) + (None,) * len(off)
 
 
-_SAVE_DYN = tuple(range(1, 65))  # the dynamic offsets (Python ints) are saved; the base never is
+_SAVE_DYN = (1,)  # the offsets are saved; the base never is
 _VIEW_OPS: dict = {}
 
 
@@ -142,8 +164,7 @@ def view_op(name):
     """The view op called ``name`` (``SliceBackward0``...): reads ``steps`` of its input."""
     op = _VIEW_OPS.get(name)
     if op is None:
-        op = _VIEW_OPS[name] = _dispatch.Op(name, _view_forward, _view_backward, save=_SAVE_DYN, edge_args=(0,),
-                                            dynamic_scalars=True)
+        op = _VIEW_OPS[name] = _dispatch.Op(name, _view_forward, _view_backward, save=_SAVE_DYN, edge_args=(0,))
     return op
 
 
@@ -190,7 +211,7 @@ def view(src, step, dyn, name, shape, strides, offset):
     Making a view runs nothing: its node is recorded now, its value is read from the storage when first
     used (one kernel for a chain of views), as PyTorch's views cost no copy."""
     src_alias = alias_of(src)
-    (out,) = _dispatch.call_later(view_op(name), src, tuple(dyn), {"steps": (step,)},
+    (out,) = _dispatch.call_later(view_op(name), src, offsets(tuple(dyn), src._device), {"steps": (step,)},
                                   (_aval(tuple(shape), src.dtype.np),))
     geom = src_alias.geom.then(step, dyn, shape, strides, offset)
     _attach(out, src, src_alias, geom, ((step,), tuple(dyn)))
@@ -312,7 +333,7 @@ def regenerate(t, history=None):
             prev = _state.grad_enabled
             _state.grad_enabled = True  # PyTorch regenerates a view's grad_fn whatever the grad mode
             try:
-                r = _call(REGENERATE, (_fresh(base),) + a.chain[1], (("steps", a.chain[0]),),
+                r = _call(REGENERATE, (_fresh(base),) + offsets(a.chain[1], base._device), (("steps", a.chain[0]),),
                           {"steps": a.chain[0]}, None)
             finally:
                 _state.grad_enabled = prev
@@ -330,7 +351,7 @@ def regenerate(t, history=None):
     if not g.steps:
         _set_data(t, root._data)
         return
-    r = _call(REGENERATE, (root,) + g.dyn, (("steps", g.steps),), {"steps": g.steps}, None)
+    r = _call(REGENERATE, (root,) + offsets(g.dyn, root._device), (("steps", g.steps),), {"steps": g.steps}, None)
     _set_data(t, r._data)
 
 

@@ -331,20 +331,21 @@ def _getitem(self, idx):
     return call(GETITEM, self, *tensors, spec=spec)
 
 
-def _set_slice_fwd(a, v, *dyn, steps):
+def _set_slice_fwd(a, v, *off, steps):
+    dyn = off[0] if off else ()
     region = _layout.gather_chain(a, steps, dyn)
     return _layout.scatter_chain(a, jnp.broadcast_to(jnp.asarray(v), region.shape), steps, dyn)
 
 
 def _set_slice_bwd(ctx, g):
-    steps, dyn = ctx.attrs["steps"], ctx.saved[2:]
+    steps, off = ctx.attrs["steps"], ctx.saved[2:]
+    dyn = off[0] if off else ()
     region = _layout.gather_chain(g, steps, dyn)
-    return (_layout.scatter_chain(g, jnp.zeros(region.shape, g.dtype), steps, dyn), region) + (None,) * len(dyn)
+    return (_layout.scatter_chain(g, jnp.zeros(region.shape, g.dtype), steps, dyn), region) + (None,) * len(off)
 
 
 # x[basic index] = value: PyTorch writes through a view (x[index].copy_(value)), so x's new node is CopySlices
-SET_SLICE = Op("CopySlices", _set_slice_fwd, _set_slice_bwd, save=tuple(range(2, 66)), edge_args=(0, 1),
-               dynamic_scalars=True)
+SET_SLICE = Op("CopySlices", _set_slice_fwd, _set_slice_bwd, save=(2,), edge_args=(0, 1))
 
 
 def _setitem(self, idx, value):
@@ -363,7 +364,7 @@ def _setitem(self, idx, value):
             _view_writes.check_region(_layout.Geometry((), (), shape, strides, offset), self._alias.storage, (value,))
         if self._req and self._grad_fn is None and _grad_state.grad_enabled:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-        call_inplace(SET_SLICE, self, value, *starts, steps=(step,))
+        call_inplace(SET_SLICE, self, value, *_views.offsets(starts, self._device), steps=(step,))
         return
     spec, tensors = _index_spec(self, idx)
     call_inplace(SETITEM, self, value, *tensors, spec=spec)
