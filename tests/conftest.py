@@ -14,7 +14,6 @@ many NumPy comparisons work unchanged, ``Tensor.numpy()`` of a GPU tensor copies
 first in that mode (a harness convenience; PyTorch's TypeError stays what users get)."""
 import os
 
-os.environ.setdefault("JAX_ENABLE_X64", "1")
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     flags = os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=4").strip()
@@ -31,7 +30,6 @@ if TEST_DEVICE == "cpu":
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-jax.config.update("jax_enable_x64", True)
 
 
 MODES = ("eager", "auto")

@@ -8,6 +8,7 @@ the factories lower layers call.
 from . import pointwise, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
 from . import (attention, conv, creation, linalg, misc, nn_ops, normalization, random_ops,  # noqa: F401
                reduction, shape, sorting)
+from . import elementwise, activations, products, assemble, stats  # noqa: F401  (issue 26: the missing names)
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, tensor, zeros, zeros_like)
 from .from_jax import from_jax  # noqa: F401
@@ -27,5 +28,11 @@ from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, flatt
                     index_select, masked_fill, narrow, nonzero, pad, permute, repeat, reshape, roll, scatter,
                     scatter_add, select, split, squeeze, stack, t, transpose, tril, triu, unbind,
                     unflatten, unsqueeze)
+from .elementwise import *  # noqa: F401,F403
+from .products import *  # noqa: F401,F403
+from .assemble import *  # noqa: F401,F403
+from .stats import *  # noqa: F401,F403
+from .activations import celu, hardshrink, prelu, selu, softshrink, threshold  # noqa: F401
+from . import inplace  # noqa: F401,E402  (last: in-place variants of the methods that exist by now)
 
 swapaxes = transpose

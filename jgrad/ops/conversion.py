@@ -119,7 +119,7 @@ def type_as(self, other):
 
 for _name, _dt in (("float", _dtype.float32), ("double", _dtype.float64), ("half", _dtype.float16),
                    ("bfloat16", _dtype.bfloat16), ("long", _dtype.int64), ("int", _dtype.int32),
-                   ("bool", _dtype.bool)):
+                   ("short", _dtype.int16), ("char", _dtype.int8), ("byte", _dtype.uint8), ("bool", _dtype.bool)):
     tensor_method(_name)(lambda self, _dt=_dt: _cast(self, _dt if _dt.itemsize < 8 or _dtype.x64_enabled()
                                                      else _dtype.canonical(_dt)))
 
