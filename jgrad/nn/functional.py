@@ -69,6 +69,12 @@ def _maybe_inplace(input, out, inplace):
     return _write(input, out) if inplace else out
 
 
+def _src(input, inplace):
+    """What an ``inplace=True`` activation computes from: a copy when the input requires grad (the write bumps its
+    version, which would stale what the op saved of it)."""
+    return input.clone() if inplace and input.requires_grad else input
+
+
 def relu(input, inplace: bool = False):
     """``max(input, 0)``."""
     return input.relu_() if inplace else _pw.relu(input)
@@ -81,55 +87,56 @@ def relu_(input):
 
 def relu6(input, inplace: bool = False):
     """``min(max(input, 0), 6)``."""
-    return _maybe_inplace(input, _pw.hardtanh(input, 0.0, 6.0), inplace)
+    return _maybe_inplace(input, _pw.hardtanh(_src(input, inplace), 0.0, 6.0), inplace)
 
 
 def silu(input, inplace: bool = False):
     """``input * sigmoid(input)``."""
-    return _maybe_inplace(input, _pw.silu(input), inplace)
+    return _maybe_inplace(input, _pw.silu(_src(input, inplace)), inplace)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
-    return _maybe_inplace(input, _act.elu(input, alpha), inplace)
+    return _maybe_inplace(input, _act.elu(_src(input, inplace), alpha), inplace)
 
 
 def selu(input, inplace: bool = False):
     """``scale * elu(input, alpha)`` with the self-normalizing constants."""
-    return _maybe_inplace(input, _act.selu(input), inplace)
+    return _maybe_inplace(input, _act.selu(_src(input, inplace)), inplace)
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
-    return _maybe_inplace(input, _act.celu(input, alpha), inplace)
+    return _maybe_inplace(input, _act.celu(_src(input, inplace), alpha), inplace)
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    return _maybe_inplace(input, _pw.leaky_relu(input, negative_slope), inplace)
+    return _maybe_inplace(input, _pw.leaky_relu(_src(input, inplace), negative_slope), inplace)
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _maybe_inplace(input, _pw.hardtanh(input, min_val, max_val), inplace)
+    return _maybe_inplace(input, _pw.hardtanh(_src(input, inplace), min_val, max_val), inplace)
 
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):
     """``value`` where ``input <= threshold``, else ``input``."""
-    return _maybe_inplace(input, _act.threshold(input, threshold, value), inplace)
+    return _maybe_inplace(input, _act.threshold(_src(input, inplace), threshold, value), inplace)
 
 
 def mish(input, inplace: bool = False):
     """``input * tanh(softplus(input))``."""
     _act._float_act("mish", input, "mish_cpu")
-    return _maybe_inplace(input, input * _pw.softplus(input).tanh(), inplace)
+    x = _src(input, inplace)
+    return _maybe_inplace(input, x * _pw.softplus(x).tanh(), inplace)
 
 
 def hardsigmoid(input, inplace: bool = False):
     """``relu6(input + 3) / 6``."""
-    return _maybe_inplace(input, _act.hardsigmoid(input), inplace)
+    return _maybe_inplace(input, _act.hardsigmoid(_src(input, inplace)), inplace)
 
 
 def hardswish(input, inplace: bool = False):
     """``input * relu6(input + 3) / 6``."""
-    return _maybe_inplace(input, _act.hardswish(input), inplace)
+    return _maybe_inplace(input, _act.hardswish(_src(input, inplace)), inplace)
 
 
 softshrink, hardshrink, prelu = _act.softshrink, _act.hardshrink, _act.prelu

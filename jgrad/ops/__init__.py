@@ -33,6 +33,7 @@ from .products import *  # noqa: F401,F403
 from .assemble import *  # noqa: F401,F403
 from .stats import *  # noqa: F401,F403
 from .activations import celu, hardshrink, prelu, selu, softshrink, threshold  # noqa: F401
+from .misc import outer as ger  # noqa: F401
 from . import inplace  # noqa: F401,E402  (last: in-place variants of the methods that exist by now)
 
 swapaxes = transpose

@@ -8,6 +8,7 @@ Imports ``_dispatch``, ``ops._registry`` and ``ops.pointwise``.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from .._dispatch import Op, call
 from ._registry import expect_tensor, refuse
@@ -20,26 +21,28 @@ def _zero(g):
     return jnp.zeros((), g.dtype)
 
 
+_ONE_SIXTH = float(np.float32(1 / 6))  # PyTorch's kernel multiplies by a float constant, in every dtype
 HARDSIGMOID = Op("HardsigmoidBackward0", lambda a: jnp.clip(a + 3, 0, 6) / 6,
-                 lambda ctx, g: (jnp.where((ctx.saved[0] > -3) & (ctx.saved[0] < 3), g / 6, _zero(g)),),
+                 lambda ctx, g: (jnp.where((ctx.saved[0] > -3) & (ctx.saved[0] < 3), g * _ONE_SIXTH, _zero(g)),),
                  save=(0,))
 
 
 def _hardswish_bwd(ctx, g):
     a = ctx.saved[0]
-    return (jnp.where(a < -3, _zero(g), jnp.where(a <= 3, g * (a / 3 + 0.5), g)),)
+    return (jnp.where(a >= 3, g, jnp.where(a <= -3, _zero(g), g * (a / 3 + 0.5))),)  # NaN gives NaN
 
 
 HARDSWISH = Op("HardswishBackward0", lambda a: a * jnp.clip(a + 3, 0, 6) / 6, _hardswish_bwd, save=(0,))
 
 
 def _softshrink_fwd(a, lambd):
-    return jnp.where(a > lambd, a - lambd, jnp.where(a < -lambd, a + lambd, jnp.zeros((), a.dtype)))
+    zero = jnp.where(jnp.isnan(a), a, jnp.zeros((), a.dtype))  # NaN stays NaN
+    return jnp.where(a > lambd, a - lambd, jnp.where(a < -lambd, a + lambd, zero))
 
 
 def _shrink_bwd(ctx, g):
     a, lambd = ctx.saved[0], ctx.attrs["lambd"]
-    return (jnp.where((a >= -lambd) & (a <= lambd), _zero(g), g),)
+    return (jnp.where((a < -lambd) | (a > lambd), g, _zero(g)),)  # 0 at NaN, as PyTorch's
 
 
 SOFTSHRINK = Op("SoftshrinkBackward0", _softshrink_fwd, _shrink_bwd, save=(0,))

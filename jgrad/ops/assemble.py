@@ -83,6 +83,8 @@ def _tensors(tensors, name):
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, not "
                         f"{type(tensors).__name__}")
+    if not tensors:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
     return list(tensors)
 
 
@@ -126,7 +128,9 @@ def vstack(tensors):
     return cat([atleast_2d(t) for t in _tensors(tensors, "vstack")], 0)
 
 
-row_stack = vstack
+def row_stack(tensors):
+    """``vstack``."""
+    return cat([atleast_2d(t) for t in _tensors(tensors, "vstack")], 0)
 
 
 def dstack(tensors):

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 from .._dispatch import Op, call
 from .._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, refuse, scalar_type_name, tensor_method
-from .pointwise import _binary, _binop, _promote, _unary_fn
+from .. import _dtype
+from .pointwise import _binary, _binop, _check_operand, _promote, _unary_fn
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "isnan", "isinf", "isfinite", "allclose",
@@ -124,12 +125,20 @@ def logical_xor(a, b):
 def _bitwise(op, name, a, b):
     """Integers and bool only: PyTorch's kernels refuse floats (``"bitwise_and_cpu" not implemented for 'Float'``)."""
     expect_tensor(a, name)
-    kernel = name + "_cpu"
-    refuse(kernel, a, "f")
-    refuse(kernel, b, "f")
-    if isinstance(b, float):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Float'")
-    return _binary(op, name, a, b)
+    b = _check_operand(b, name)
+    if isinstance(b, Tensor):
+        broadcast_shapes(tuple(a.shape), tuple(b.shape))  # PyTorch reports a shape mismatch first
+    dt = _dtype.from_np(_dtype.result_type(_Proxy(a), b if not isinstance(b, Tensor) else _Proxy(b)))
+    if dt.is_floating_point or dt.is_complex:  # the kernel runs in the promoted type, which it lacks
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{scalar_type_name(dt)}'")
+    return call(op, a, b)
+
+
+class _Proxy:
+    """A tensor's shape and dtype as ``_dtype.result_type`` reads operands."""
+
+    def __init__(self, t):
+        self.ndim, self.dtype = t.ndim, t.dtype.np
 
 
 def bitwise_and(a, b):

@@ -16,7 +16,7 @@ from .. import _dtype
 from .._dispatch import Op, call, call_inplace
 from .._tensor import Tensor
 from ..autograd.node import InputMetadata
-from ._registry import tensor_method
+from ._registry import broadcast_shapes, tensor_method
 from .pointwise import clone
 
 
@@ -107,8 +107,8 @@ def cuda(self, device=None):
 
 @tensor_method("type")
 def _type(self, dtype=None):  # not named ``type``: that would shadow the builtin in this module
-    if dtype is None:
-        return f"jgrad.{self.dtype.name}"
+    if dtype is None:  # PyTorch's legacy type string ("torch.FloatTensor"), which ported programs compare with
+        return f"torch.{'cuda.' if self._device.type == 'gpu' else ''}{_dtype.scalar_name(self.dtype)}Tensor"
     return _cast(self, dtype)
 
 
@@ -131,6 +131,11 @@ COPY = Op("CopyBackwards", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), 
 @tensor_method("copy_")
 def copy_(self, src, non_blocking=False):
     """Copy ``src`` into this tensor (broadcasting, casting and moving devices as needed)."""
+    if isinstance(src, Tensor) and tuple(src.shape) != tuple(self.shape):
+        shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))  # PyTorch's wording for a mismatch
+        if shape != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(shape)}")
     if isinstance(src, Tensor) and src.device is not self.device:
         src = _transfer(src, self.device)
     return call_inplace(COPY, self, src)

@@ -18,7 +18,7 @@ from .. import _dtype
 from .._dispatch import Op, call
 from .._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, refuse, scalar_type_name, tensor_method
-from .pointwise import CLAMP, _check_operand, _float_promote, _promote, _Number, _unary_fn
+from .pointwise import CLAMP, _check_operand, _rounding, _sign, _float_promote, _promote, _Number, _unary_fn
 
 __all__ = ["asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh", "exp2", "erfc", "sinc", "deg2rad", "rad2deg",
            "frac", "logit", "signbit", "positive", "sgn", "fix", "isposinf", "isneginf", "isreal", "nan_to_num",
@@ -53,13 +53,21 @@ SINC = _float_unary("SincBackward0", _sinc)
 DEG2RAD = _float_unary("Deg2RadBackward0", lambda a: a * jnp.asarray(np.pi / 180, a.dtype))
 RAD2DEG = _float_unary("Rad2DegBackward0", lambda a: a * jnp.asarray(180 / np.pi, a.dtype))
 FRAC = Op("FracBackward0", lambda a: a - jnp.trunc(a), lambda ctx, g: (g,), save=())
-LOGIT = Op("LogitBackward0", _logit)
+def _logit_bwd(ctx, g):
+    a = _float_promote(ctx.saved[0]).astype(g.dtype)
+    eps = ctx.attrs.get("eps")
+    d = g / (a * (1 - a))
+    if eps is not None:  # 0 outside [eps, 1 - eps], as PyTorch's
+        d = jnp.where((a < eps) | (a > 1 - eps), jnp.zeros((), g.dtype), d)
+    return (d,)
+
+
+LOGIT = Op("LogitBackward0", _logit, _logit_bwd, save=(0,))
 SIGNBIT = Op("signbit", lambda a: jnp.signbit(a) if jnp.issubdtype(a.dtype, jnp.floating) else a < 0,
              differentiable=False)
-SGN = Op("SgnBackward0", lambda a: jnp.sign(a) if a.dtype != jnp.bool_ else a,
+SGN = Op("SgnBackward0", lambda a: _sign(a),
          lambda ctx, g: (jnp.zeros_like(g),), save=())
-FIX = Op("TruncBackward0", lambda a: jnp.trunc(a) if jnp.issubdtype(a.dtype, jnp.floating) else a,
-         lambda ctx, g: (jnp.zeros_like(g),), save=())
+FIX = Op("TruncBackward0", _rounding("trunc", jnp.trunc), lambda ctx, g: (jnp.zeros_like(g),), save=())
 ISPOSINF = Op("isposinf", lambda a: jnp.isposinf(a) if jnp.issubdtype(a.dtype, jnp.floating) else
               jnp.zeros(a.shape, bool), differentiable=False)
 ISNEGINF = Op("isneginf", lambda a: jnp.isneginf(a) if jnp.issubdtype(a.dtype, jnp.floating) else
@@ -78,7 +86,7 @@ def _nan_to_num(a, nan=0.0, posinf=None, neginf=None):
 
 def _nan_to_num_bwd(ctx, g):
     a = ctx.saved[0]
-    return (jnp.where(jnp.isfinite(a), g, jnp.zeros((), g.dtype)),)
+    return (jnp.where(jnp.isfinite(a), g, jnp.copysign(jnp.zeros((), g.dtype), g)),)  # grad * isfinite, signs kept
 
 
 NAN_TO_NUM = Op("NanToNumBackward0", _nan_to_num, _nan_to_num_bwd, save=(0,))
@@ -141,13 +149,46 @@ def _nan_pass_bwd(pick):
     return bwd
 
 
-FLOAT_POWER = Op("PowBackward1", lambda a, b: jnp.power(jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64)))
+def _float_power_bwd(ctx, g):
+    a, b = (jnp.asarray(x, jnp.float64) for x in ctx.saved)
+    ga = jnp.where(b == 0, 0, g * b * a ** jnp.where(b == 0, 1, b - 1))
+    gb = g * jnp.where((a == 0) & (b >= 0), 0, a ** b * jnp.log(a))
+    return tuple(gr.astype(jnp.result_type(x)) if ctx.needs_input_grad[i] else None
+                 for i, (gr, x) in enumerate(((ga, ctx.saved[0]), (gb, ctx.saved[1]))))
+
+
+FLOAT_POWER = Op("PowBackward1", lambda a, b: jnp.power(jnp.asarray(a, jnp.float64), jnp.asarray(b, jnp.float64)),
+                 _float_power_bwd, save=(0, 1))
 FMAX = Op("FmaxBackward0", lambda a, b: jnp.fmax(*_promote(a, b)), _nan_pass_bwd(lambda x, y: x >= y), save=(0, 1))
 FMIN = Op("FminBackward0", lambda a, b: jnp.fmin(*_promote(a, b)), _nan_pass_bwd(lambda x, y: x <= y), save=(0, 1))
-HYPOT = Op("HypotBackward0", lambda a, b: jnp.hypot(*_promote(a, b)))
-LOGADDEXP = Op("LogaddexpBackward0", lambda a, b: jnp.logaddexp(*_promote(a, b)))
-LOGADDEXP2 = Op("Logaddexp2Backward0", lambda a, b: jnp.logaddexp2(*_promote(a, b)))
-COPYSIGN = Op("CopysignBackward0", lambda a, b: jnp.copysign(*_float_pair(a, b)))
+def _hypot_bwd(ctx, g):
+    a, b = _promote(*ctx.saved)
+    h = ctx.outputs[0]
+    safe = jnp.where(h == 0, 1, h)
+    return (jnp.where(h == 0, 0, g * a / safe), jnp.where(h == 0, 0, g * b / safe))  # PyTorch's: 0 at the origin
+
+
+def _logaddexp_bwd(exp):
+    def bwd(ctx, g):
+        a, b = _promote(*ctx.saved)
+        return g / (1 + exp(b - a)), g / (1 + exp(a - b))  # PyTorch's formulas
+    return bwd
+
+
+def _copysign_bwd(ctx, g):
+    a, _ = _float_pair(*ctx.saved)
+    out = ctx.outputs[0]
+    ratio = jnp.where(a == 0, 0, out / jnp.where(a == 0, 1, a))  # PyTorch's: result / self, 0 where self is 0
+    return g * ratio, jnp.zeros_like(g) if ctx.needs_input_grad[1] else None
+
+
+HYPOT = Op("HypotBackward0", lambda a, b: jnp.hypot(*_promote(a, b)), _hypot_bwd, save=(0, 1), save_outputs=True)
+LOGADDEXP = Op("LogaddexpBackward0", lambda a, b: jnp.logaddexp(*_promote(a, b)), _logaddexp_bwd(jnp.exp),
+               save=(0, 1))
+LOGADDEXP2 = Op("Logaddexp2Backward0", lambda a, b: jnp.logaddexp2(*_promote(a, b)), _logaddexp_bwd(jnp.exp2),
+                save=(0, 1))
+COPYSIGN = Op("CopysignBackward0", lambda a, b: jnp.copysign(*_float_pair(a, b)), _copysign_bwd, save=(0, 1),
+              save_outputs=True)
 LDEXP = Op("MulBackward0", lambda a, b: (lambda x, y: x * jnp.exp2(y))(*_float_pair(a, b)))
 
 
@@ -177,6 +218,8 @@ def float_power(input, exponent):
     """``input ** exponent`` computed in float64."""
     input, exponent = _check_operand(input, "float_power", "input"), _check_operand(exponent, "float_power",
                                                                                    "exponent")
+    if isinstance(input, Tensor) and isinstance(exponent, Tensor):
+        broadcast_shapes(tuple(input.shape), tuple(exponent.shape))
     return call(FLOAT_POWER, input, exponent)
 
 
@@ -281,9 +324,36 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 
 
 from .comparison import ge, gt, le, lt, ne  # noqa: E402  (PyTorch's aliases)
-from .pointwise import atan2 as arctan2  # noqa: E402
+from .pointwise import ATAN2, _tensors_only  # noqa: E402
+
+
+def arctan2(input, other):
+    return _tensors_only(ATAN2, "arctan2", input, other)
+
 
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+def _float_power_(self, exponent):
+    if self.dtype is not _dtype.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {scalar_type_name(self.dtype)} but the "
+                           "operation's result requires dtype Double")
+    from .inplace import write
+    return write(self, float_power(self.clone() if self.requires_grad else self, exponent))
+
+
+tensor_method("float_power_")(_float_power_)
+
+
+def _clamp_bound_(which):
+    from .pointwise import clamp_
+
+    def method(self, bound):
+        return clamp_(self, **{which: bound})
+    return method
+
+
+tensor_method("clamp_min_")(_clamp_bound_("min"))
+tensor_method("clamp_max_")(_clamp_bound_("max"))
 
 for _name, _fn in dict(
         asinh=asinh, acosh=acosh, atanh=atanh, arcsinh=arcsinh, arccosh=arccosh, arctanh=arctanh, exp2=exp2,

@@ -38,11 +38,13 @@ def write(target, result, name=""):
 
 def _variant(base, name):
     def method(self, *args, **kwargs):
-        if args and isinstance(args[0], Tensor) and tuple(args[0].shape) != tuple(self.shape):
+        if name in _BINARY and args and isinstance(args[0], Tensor) and tuple(args[0].shape) != tuple(self.shape):
             shape = broadcast_shapes(tuple(self.shape), tuple(args[0].shape))
             if shape != tuple(self.shape):  # PyTorch checks the output's shape before anything else
                 raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
                                    f"{list(shape)}")
+        if name.startswith("bitwise_") and args and not (self.dtype.is_floating_point or self.dtype.is_complex):
+            _check_cast(self, args[0])
         # the op reads a copy: the write below bumps self's version, which would stale what the op saved of it
         src = self.clone() if self.requires_grad else self
         try:
@@ -52,6 +54,11 @@ def _variant(base, name):
             if msg.startswith(f"{name}(): "):
                 raise TypeError(f"{name}_(): " + msg[len(name) + 4:]) from None
             raise
+        if name in _FUSED_ADD and tuple(out.shape) != tuple(self.shape):
+            raise RuntimeError(f"Bad in-place call: input tensor size {list(self.shape)} and output tensor size "
+                               f"{list(out.shape)} should match")
+        if name in _NO_BOOL and self.dtype.name == "bool" and self.ndim and self.numel():
+            raise NotImplementedError(f"\"{_NO_BOOL[name]}\" not implemented for 'Bool'")
         return write(self, out)
     return method
 
@@ -64,6 +71,23 @@ bitwise_xor clamp_max clamp_min copysign cosh cumprod cumsum deg2rad divide eq e
 floor_divide fmod frac ge greater greater_equal gt hypot index_copy index_fill ldexp le less less_equal log10
 log2 logical_and logical_not logical_or logical_xor logit lt masked_scatter multiply nan_to_num ne negative
 not_equal rad2deg remainder scatter_reduce sgn sinc sinh subtract tan tril triu true_divide xlogy""".split()
+
+
+# elementwise binary ops: the output's shape is checked first (PyTorch's order); in-place forms without a bool kernel
+_BINARY = set("""arctan2 atan2 bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor copysign divide
+eq float_power floor_divide fmod ge greater greater_equal gt hypot ldexp le less less_equal logical_and logical_or
+logical_xor lt multiply ne not_equal remainder true_divide xlogy""".split())
+_NO_BOOL = {"cumsum": "cumsum_out_cpu", "cumprod": "cumprod_out_cpu"}
+_FUSED_ADD = {"addmm", "addmv", "addbmm", "baddbmm", "addr"}
+
+
+def _check_cast(self, other):
+    """An integer tensor written with a float operand: PyTorch's cast error comes before the kernel's refusal."""
+    if isinstance(other, float) or (isinstance(other, Tensor) and (other.dtype.is_floating_point or
+                                                                   other.dtype.is_complex) and other.ndim):
+        name = "Float" if isinstance(other, float) else scalar_type_name(other.dtype)
+        raise RuntimeError(f"result type {name} can't be cast to the desired output type "
+                           f"{scalar_type_name(self.dtype)}")
 
 
 def install():

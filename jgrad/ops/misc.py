@@ -150,6 +150,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 @tensor_method("addcdiv_")
 def addcdiv_(input, tensor1, tensor2, *, value=1):
+    if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
+        return addcdiv(input, tensor1, tensor2, value=value)  # PyTorch's error for integer division
     return call_inplace(ADDCDIV, input, tensor1, tensor2, value=value)
 
 
@@ -262,8 +264,14 @@ def movedim(input, source, destination):
 
 moveaxis = movedim
 
-INDEX_ADD = Op("IndexAddBackward0", lambda a, idx, src, dim, alpha: a.at[
-    (slice(None),) * dim + (idx,)].add((src * alpha).astype(a.dtype)))
+def _index_add_fwd(a, idx, src, dim, alpha):
+    at = (slice(None),) * dim + (idx,)
+    if a.dtype == jnp.bool_:  # bool: an element becomes True if anything True is added to it
+        return a.astype(jnp.int32).at[at].add((src * alpha).astype(jnp.int32)) != 0
+    return a.at[at].add((src * alpha).astype(a.dtype))
+
+
+INDEX_ADD = Op("IndexAddBackward0", _index_add_fwd)
 
 
 @tensor_method()

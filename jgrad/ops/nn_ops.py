@@ -53,9 +53,11 @@ def _softmax_dim(name, dim, ndim):
 def _softmax(op, name, input, dim, dtype):
     expect_tensor(input, name)
     d = _softmax_dim(name, dim, input.ndim)
-    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex) and input.numel():
         last = input.ndim <= 1 or d == input.ndim - 1
         refuse(f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl", input, "bi")
+    if dtype is None and not input.numel() and not input.dtype.is_floating_point:
+        return input.clone()  # nothing to compute: PyTorch returns the empty input's dtype
     input = _float_input(input, dtype)
     if input.ndim == 0:  # a 0-d tensor is its own (only) class
         return call(op, input.reshape(1), dim=0).reshape(())

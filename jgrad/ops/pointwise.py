@@ -125,11 +125,7 @@ _BOOL_NEG = ("Negation, the `-` operator, on a bool tensor is not supported. If 
 
 
 def _sub_fwd(a, b):
-    ba, bb = jnp.result_type(a) == jnp.bool_, jnp.result_type(b) == jnp.bool_
-    if ba and bb and not (isinstance(a, bool) or isinstance(b, bool)):  # PyTorch forbids it (trace time)
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
-                           "`logical_xor()` operator instead.")
-    if ba or bb:
+    if jnp.result_type(a) == jnp.bool_ or jnp.result_type(b) == jnp.bool_:  # sub() checks first (PyTorch's words)
         raise RuntimeError(_BOOL_SUB)
     a, b = _promote(a, b)
     return a - b
@@ -305,9 +301,9 @@ def add(input, other, *, alpha=1):
 
 def sub(input, other, *, alpha=1):
     expect_tensor(input, "sub")
+    _check_bool_sub(input, other)
     if alpha != 1:
         _check_alpha(input, other, alpha)
-        _check_bool_sub(input, other)
     if alpha == 1:
         return call(SUB, input, _check_operand(other, "sub"))
     return call(ADD_ALPHA, input, _check_operand(other, "sub"), -alpha)
@@ -368,6 +364,7 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
 def _check_bool_pow(base, exponent):
     if isinstance(base, Tensor) and isinstance(exponent, Tensor) and base.dtype is _dtype.bool and \
             exponent.dtype is _dtype.bool:
+        broadcast_shapes(tuple(base.shape), tuple(exponent.shape))  # PyTorch reports a shape mismatch first
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
 
 
@@ -511,24 +508,35 @@ def _elu_fwd(a, alpha=1.0, scale=1.0, input_scale=1.0):
 def _elu_bwd(ctx, g):
     a = ctx.saved[0]
     alpha, scale, inp = (ctx.attrs.get(k, 1.0) for k in ("alpha", "scale", "input_scale"))
-    # x <= 0 takes the exponential's slope; anything else (NaN included) the linear one, as PyTorch's
-    return (jnp.where(a <= 0, g * (alpha * scale * inp) * jnp.exp(jnp.where(a <= 0, a, 0) * inp), g * scale),)
+    # x > 0 takes the linear slope; anything else (NaN included: NaN) the exponential's, as PyTorch's kernel
+    return (jnp.where(a > 0, g * scale, g * (alpha * scale * inp) * jnp.exp(jnp.where(a > 0, 0, a) * inp)),)
 
 
 ELU = Op("EluBackward0", _elu_fwd, _elu_bwd, save=(0,))
-LOGSIGMOID = Op("LogSigmoidBackward0", lambda a: jax.nn.log_sigmoid(_float_promote(a)))
+def _logsigmoid(a):
+    a = _float_promote(a)
+    return jnp.minimum(a, 0) - jnp.log1p(jnp.exp(-jnp.abs(a)))  # PyTorch's formula (logsigmoid(inf) is +0.0)
+
+
+def _logsigmoid_bwd(ctx, g):
+    a = ctx.saved[0].astype(g.dtype)
+    neg = a < 0
+    z = jnp.exp(-jnp.abs(a))
+    return (g * (neg.astype(g.dtype) - jnp.where(neg, 1, -1).astype(g.dtype) * (z / (1 + z))),)  # PyTorch's
+
+
+LOGSIGMOID = Op("LogSigmoidBackward0", _logsigmoid, _logsigmoid_bwd, save=(0,))
 def _hardtanh_fwd(a, min_val=-1.0, max_val=1.0):
     if a.dtype == jnp.bool_:
         raise RuntimeError("Bool inputs not supported for hardtanh")
-    if jnp.issubdtype(a.dtype, jnp.integer):  # PyTorch clamps integers with the bounds cast to their type
-        return jnp.clip(a, jnp.asarray(min_val).astype(a.dtype), jnp.asarray(max_val).astype(a.dtype))
-    return jnp.clip(a, jnp.asarray(min_val, a.dtype), jnp.asarray(max_val, a.dtype))
+    lo, hi = jnp.asarray(min_val).astype(a.dtype), jnp.asarray(max_val).astype(a.dtype)  # integers: bounds cast
+    return jnp.where(a < lo, lo, jnp.where(a > hi, hi, a))  # -0.0 and NaN pass, as PyTorch's
 
 
 def _hardtanh_bwd(ctx, g):
     a = ctx.saved[0]
     lo, hi = ctx.attrs.get("min_val", -1.0), ctx.attrs.get("max_val", 1.0)
-    return (jnp.where((a <= lo) | (a >= hi), jnp.zeros((), g.dtype), g),)  # 0 at the clip points, g at NaN
+    return (jnp.where((a > lo) & (a < hi), g, jnp.zeros((), g.dtype)),)  # 0 at the clip points and at NaN
 
 
 HARDTANH = Op("HardtanhBackward0", _hardtanh_fwd, _hardtanh_bwd, save=(0,))
@@ -633,9 +641,9 @@ def add_(self, other, *, alpha=1):
 
 @tensor_method("sub_")
 def sub_(self, other, *, alpha=1):
+    _check_bool_sub(self, other)
     if alpha != 1:
         _check_alpha(self, other, alpha)
-        _check_bool_sub(self, other)
     if alpha == 1:
         return call_inplace(SUB, self, _check_inplace_other(other, "sub_"))
     return call_inplace(ADD_ALPHA, self, other, -alpha)
@@ -659,14 +667,24 @@ def div_(self, other, *, rounding_mode=None):
 @tensor_method("pow_")
 def pow_(self, exponent):
     exponent = _check_operand(exponent, "pow_", "exponent")
+    if isinstance(exponent, Tensor) and tuple(exponent.shape) != tuple(self.shape):
+        shape = broadcast_shapes(tuple(self.shape), tuple(exponent.shape))
+        if shape != tuple(self.shape):  # PyTorch checks the output's shape first
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
     _check_int_pow(self, exponent)
     _check_bool_pow(self, exponent)
     return call_inplace(POW, self, exponent)
 
 
+_CPP_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool"}
+
+
 @tensor_method("clamp_", "clip_")
 def clamp_(self, min=None, max=None):  # noqa: A002
     _check_bounds(min, max)
+    if self.dtype.name in _CPP_NAMES and any(isinstance(v, float) for v in (min, max)):
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {_CPP_NAMES[self.dtype.name]}")
     return call_inplace(CLAMP, self, min, max)
 
 
@@ -826,9 +844,10 @@ def _binop(op, reflected=False, check=None, **attrs):
     return method
 
 
-for _name, _op, _attrs in (("add", ADD, {}), ("sub", SUB, {}), ("mul", MUL, {}), ("truediv", DIV, {})):
+for _name, _op, _attrs in (("add", ADD, {}), ("mul", MUL, {}), ("truediv", DIV, {})):
     setattr(Tensor, f"__{_name}__", _binop(_op, **_attrs))
     setattr(Tensor, f"__r{_name}__", _binop(_op, True, **_attrs))
+Tensor.__sub__, Tensor.__rsub__ = _binop(SUB, check=_check_bool_sub), _binop(SUB, True, check=_check_bool_sub)
 for _name, _op, _check, _attrs in (("floordiv", FLOOR_DIVIDE, _check_int_division, {}),
                                    ("mod", REMAINDER, _check_int_division, {}), ("pow", POW, _check_int_pow, {})):
     setattr(Tensor, f"__{_name}__", _binop(_op, check=_check, **_attrs))

@@ -17,7 +17,7 @@ from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor
 from .linalg import _prec, bmm, matmul, mm
 
 __all__ = ["mv", "vdot", "inner", "tensordot", "cross", "kron", "trace", "addmm", "addmv", "addbmm", "baddbmm",
-           "addr"]
+           "addr", "dist", "cdist"]
 
 
 def _same_dtype(name, *ts):
@@ -133,13 +133,13 @@ def trace(input):
 
 # ---- beta * input + alpha * product --------------------------------------------------------------
 def _check_alpha(input, alpha, beta):
-    if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        for v in (alpha, beta):
-            if isinstance(v, float):
-                raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex) and isinstance(alpha, float):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
 
 
 def _combine(input, prod, beta, alpha, shape):
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):  # integer results: the scalars are integers
+        beta, alpha = int(beta), int(alpha)
     out = prod if alpha == 1 else prod * alpha
     if beta != 0:
         if tuple(input.shape) != tuple(shape):
@@ -202,3 +202,21 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
                            f"addr: Expected 1-D argument vec2, but got {vec2.ndim}-D")
     p = vec1.outer(vec2)
     return _combine(input, p, beta, alpha, p.shape)
+
+
+@tensor_method()
+def dist(input, other, p=2):
+    """``norm(input - other, p)`` (the two broadcast)."""
+    return (input - other).norm(p)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """The p-norm distance between each pair of rows of ``x1`` (…, P, M) and ``x2`` (…, R, M): (…, P, R)."""
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError(f"cdist only supports non-negative p values")
+    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+

@@ -86,8 +86,24 @@ def _std_fwd(a, dim=None, correction=1, keepdim=False):
 
 VAR = Op("VarBackward0", _var_fwd)
 STD = Op("StdBackward0", _std_fwd)
+def _prod_bwd(ctx, g):
+    """PyTorch's prod backward: ``g * prod / x`` without zeros; with one zero only that element gets the product of
+    the others; with two or more every gradient is 0 (whatever else the slice holds, NaN included)."""
+    a = ctx.saved[0]
+    dim, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False)
+    g = _restore(g, a.shape, dim, keepdim).astype(a.dtype)
+    out = _restore(ctx.outputs[0], a.shape, dim, keepdim).astype(a.dtype)
+    zero = a == 0
+    nz = _restore(jnp.sum(zero, axis=dim, keepdims=keepdim), a.shape, dim, keepdim)
+    others = _restore(jnp.prod(jnp.where(zero, jnp.ones((), a.dtype), a), axis=dim, keepdims=keepdim), a.shape, dim,
+                      keepdim)
+    no_zero = g * out / jnp.where(zero, jnp.ones((), a.dtype), a)
+    return (jnp.where(nz == 0, no_zero, jnp.where((nz == 1) & zero, g * others, jnp.zeros((), a.dtype))),)
+
+
 PROD = Op("ProdBackward0", lambda a, dim=None, keepdim=False, dtype=None:
-          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype)))
+          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype)), _prod_bwd, save=(0,),
+          save_outputs=True)
 LOGSUMEXP = Op("LogsumexpBackward0", lambda a, dim=None, keepdim=False: jax.scipy.special.logsumexp(
     a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(_dtype.get_default_dtype().np), axis=dim,
     keepdims=keepdim))
@@ -228,6 +244,9 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
 @tensor_method()
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     expect_tensor(input, "mean")
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                           f"complex dtype. Got: {scalar_type_name(input.dtype)}")
     dt = _dtype.canonical(dtype).np if dtype is not None else None
     return call(_op(MEAN, MEAN_DIM, dim), input, dim=_dims(input, dim, "mean", empty_is_all=True), keepdim=keepdim, dtype=dt)
 

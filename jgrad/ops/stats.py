@@ -14,6 +14,7 @@ import collections
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtype
 from .._dispatch import Op, call
@@ -93,9 +94,10 @@ def _median(input, dim, keepdim, name, ignore_nan):
                                   is not None else f"\"{name}_cpu\" not implemented for "
                                   f"'{scalar_type_name(input.dtype)}'")
     if dim is None:
-        if input.numel() == 0:
+        if input.numel() == 0:  # NaN, or the type's lowest value for integers (PyTorch's empty result)
             from .creation import full
-            return full((), float("nan"), dtype=input.dtype, device=input.device)
+            fill = float("nan") if input.dtype.is_floating_point else int(np.iinfo(input.dtype.np).min)
+            return full((), fill, dtype=input.dtype, device=input.device)
         return call(NANMEDIAN_ALL if ignore_nan else MEDIAN_ALL, input, ignore_nan=ignore_nan)
     d = wrap_dim(dim, input.ndim, name)
     _nonempty(input, d, name)
