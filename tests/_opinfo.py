@@ -31,9 +31,9 @@ THOROUGH = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 FLOATS = ("float32", "float64")
 INTS = ("int64", "int32", "uint8")
 ALL = FLOATS + INTS + ("bool",)
-# What CI sweeps (JGRAD_TEST_THOROUGH=1: every dtype an entry names): one float type, the default integer
-# type and bool; float64 is the gradient's dtype (gradients are always checked in float64).
-QUICK = ("float32", "int64", "bool")
+# What CI sweeps (JGRAD_TEST_THOROUGH=1: every dtype an entry names): one float type and the default integer
+# type; float64 is the gradient's dtype (gradients are always checked in float64).
+QUICK = ("float32", "int64")
 
 
 class S:
@@ -68,14 +68,17 @@ class OpInfo:
     generator says otherwise); ``grad``: compare gradients; ``values``: compare values (False for random ops:
     shapes, dtypes and errors only); ``variants``: restrict the variants; ``auto``: also swept in "auto"
     execution mode in CI (every entry is in ``JGRAD_TEST_THOROUGH=1``); ``tol``: (rtol, atol) for floats;
-    ``call``: (jgrad_fn, torch_fn) instead of resolving ``name``."""
+    ``call``: (jgrad_fn, torch_fn) instead of resolving ``name``; ``composite``: written with other entries' ops
+    (losses, norms...), so CI checks its values and leaves its gradient (those ops' gradients, each checked in
+    its own entry) to ``JGRAD_TEST_THOROUGH=1``."""
 
-    __slots__ = ("name", "samples", "dtypes", "grad", "values", "variants", "auto", "tol", "call")
+    __slots__ = ("name", "samples", "dtypes", "grad", "values", "variants", "auto", "tol", "call", "composite")
 
     def __init__(self, name, samples, dtypes=ALL, *, grad=True, values=True, variants=None, auto=False, tol=None,
-                 call=None):
+                 call=None, composite=False):
         self.name, self.samples, self.dtypes, self.grad, self.values = name, samples, dtypes, grad, values
         self.variants, self.auto, self.tol, self.call = variants, auto, tol, call
+        self.composite = composite
 
     def __repr__(self):
         return self.name
@@ -423,29 +426,31 @@ def entry_dtypes(info, thorough=THOROUGH):
     return quick or list(info.dtypes[:1])
 
 
-def run_entry(info, *, thorough=THOROUGH, grads=True, only_first=False):
-    """Every case of one entry: [Case]."""
+def run_entry(info, *, thorough=THOROUGH, grads=True):
+    """Every case of one entry: [Case].
+
+    Thorough: every dtype, sample and variant, and the gradients of every sample in every variant. CI, sized by
+    what costs (XLA compiles one kernel per op, shape and dtype): the first sample of each dtype (the edge
+    values, one tensor, one compile) and the samples that do not differentiate (``grad=False``: mostly inputs
+    that must fail, refused before anything compiles), in every variant; the gradient of the first
+    differentiable sample through the function."""
     cases = []
     vs = variants(info)
-    for dt in entry_dtypes(info, thorough):
+    for k, dt in enumerate(entry_dtypes(info, thorough)):
         samples = info.samples(dt)
-        if only_first:
-            samples = samples[:1]
-        for si, s in enumerate(samples):
+        if not thorough:
+            samples = samples[:1] + [s for s in samples[1:] if not s.grad and k == 0]
+        for s in samples:
             for vname, (jfn, tfn, writes) in vs.items():
                 c = _value_case(info, vname, jfn, tfn, writes, dt, s)
                 if c is not None:
                     cases.append(c)
-    if grads and info.grad:
-        gsamples = info.samples("float64") if "float64" in info.dtypes else []
-        if only_first or not thorough:
-            gsamples = [s for s in gsamples if s.grad][:2 if not only_first else 1]
-        for s in gsamples:
-            if not s.grad:
-                continue
+    if grads and info.grad and (thorough or not info.composite):
+        gsamples = [s for s in (info.samples("float64") if "float64" in info.dtypes else []) if s.grad]
+        for s in gsamples if thorough else gsamples[:1]:
             for vname, (jfn, tfn, writes) in vs.items():
-                if vname != "fn" and not thorough and not writes:
-                    continue  # the method computes what the function does; in-place variants are checked
+                if vname != "fn" and not thorough:
+                    continue  # CI: the function's gradient (in-place variants' in JGRAD_TEST_THOROUGH=1)
                 r = _grad_case(jfn, tfn, s, info.tol, writes)
                 if r is not None:
                     cases.append(Case(info.name, vname + "/grad", "float64", s, *r))

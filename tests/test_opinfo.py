@@ -3,9 +3,10 @@ installed PyTorch, and a check that every public op of jgrad has an entry.
 
 Each entry's cases (variants x dtypes x samples, plus gradients in float64) must agree with PyTorch: values
 (NaN, infinities and signed zeros included), shapes, dtypes, gradients and errors (class and message), except
-the differences listed in ``KNOWN`` (each also in docs/differences.md). CI sweeps float32/int64/bool in eager
-mode and the entries marked ``auto=True`` in "auto" mode; ``JGRAD_TEST_THOROUGH=1`` sweeps every dtype and every
-entry in both modes.
+the differences listed in ``KNOWN`` (each also in docs/differences.md). CI sweeps each entry's edge-value sample
+in float32/int64, its failing samples and its float64 gradient in eager mode, and the entries marked
+``auto=True`` in "auto" mode; ``JGRAD_TEST_THOROUGH=1`` sweeps every dtype, sample and variant of every entry
+in both modes (tests/_opinfo.py, ``run_entry``).
 """
 from __future__ import annotations
 

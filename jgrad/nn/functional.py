@@ -35,9 +35,9 @@ embedding = _nn.embedding
 layer_norm = _nn.layer_norm
 one_hot = _nn.one_hot
 pad = _shape.pad
-softplus = _pw.softplus
-logsigmoid = _pw.logsigmoid
-gelu = _pw.gelu
+softplus = _act.softplus
+logsigmoid = _act.logsigmoid
+gelu = _act.gelu
 tanh = _pw.tanh
 sigmoid = _pw.sigmoid
 scaled_dot_product_attention = _attention.scaled_dot_product_attention
@@ -87,12 +87,12 @@ def relu_(input):
 
 def relu6(input, inplace: bool = False):
     """``min(max(input, 0), 6)``."""
-    return _maybe_inplace(input, _pw.hardtanh(_src(input, inplace), 0.0, 6.0), inplace)
+    return _maybe_inplace(input, _act.hardtanh(_src(input, inplace), 0.0, 6.0), inplace)
 
 
 def silu(input, inplace: bool = False):
     """``input * sigmoid(input)``."""
-    return _maybe_inplace(input, _pw.silu(_src(input, inplace)), inplace)
+    return _maybe_inplace(input, _act.silu(_src(input, inplace)), inplace)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
@@ -110,11 +110,11 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    return _maybe_inplace(input, _pw.leaky_relu(_src(input, inplace), negative_slope), inplace)
+    return _maybe_inplace(input, _act.leaky_relu(_src(input, inplace), negative_slope), inplace)
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _maybe_inplace(input, _pw.hardtanh(_src(input, inplace), min_val, max_val), inplace)
+    return _maybe_inplace(input, _act.hardtanh(_src(input, inplace), min_val, max_val), inplace)
 
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):
@@ -126,7 +126,7 @@ def mish(input, inplace: bool = False):
     """``input * tanh(softplus(input))``."""
     _act._float_act("mish", input, "mish_cpu")
     x = _src(input, inplace)
-    return _maybe_inplace(input, x * _pw.softplus(x).tanh(), inplace)
+    return _maybe_inplace(input, x * _act.softplus(x).tanh(), inplace)
 
 
 def hardsigmoid(input, inplace: bool = False):

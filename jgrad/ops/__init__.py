@@ -5,7 +5,7 @@ Imports the op families, ``pointwise`` first (the others build on its helpers). 
 builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad._factories``,
 the factories lower layers call.
 """
-from . import pointwise, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
+from . import pointwise, pointwise_inplace, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
 from . import (attention, conv, creation, linalg, misc, nn_ops, normalization, random_ops,  # noqa: F401
                reduction, shape, sorting)
 from . import elementwise, activations, products, assemble, stats  # noqa: F401  (issue 26: the missing names)
@@ -32,7 +32,8 @@ from .elementwise import *  # noqa: F401,F403
 from .products import *  # noqa: F401,F403
 from .assemble import *  # noqa: F401,F403
 from .stats import *  # noqa: F401,F403
-from .activations import celu, hardshrink, prelu, selu, softshrink, threshold  # noqa: F401
+from .activations import (celu, elu, gelu, hardshrink, hardtanh, leaky_relu, logsigmoid, prelu, selu,  # noqa: F401
+                          silu, softplus, softshrink, threshold)
 from .misc import outer as ger  # noqa: F401
 from . import inplace  # noqa: F401,E402  (last: in-place variants of the methods that exist by now)
 

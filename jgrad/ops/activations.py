@@ -1,18 +1,132 @@
-"""Activation kernels of ``nn.functional`` beyond ``ops.pointwise``'s: ``hardsigmoid hardswish softshrink
-hardshrink threshold prelu selu celu``, each with PyTorch's gradient at its kinks (0 at hardsigmoid's ends,
-the slope of the branch PyTorch picks at 0, the whole gradient at NaN where PyTorch's formula gives it), and
-PyTorch's refusal of integer inputs where its kernel has none.
+"""Activation kernels of ``nn.functional`` (``relu`` is in ``ops.pointwise``): ``gelu silu softplus leaky_relu elu
+selu celu hardtanh logsigmoid hardsigmoid hardswish softshrink hardshrink threshold prelu``. Each gives PyTorch's
+values and gradients where its kernels define them: at the kinks (0 at hardtanh's and hardsigmoid's clip
+points), at NaN (as PyTorch's vectorized CPU kernels compute it) and for signed zeros; integer inputs are
+refused where PyTorch's kernel has none (``"silu_cpu" not implemented for 'Long'``).
 
 Imports ``_dispatch``, ``ops._registry`` and ``ops.pointwise``.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._dispatch import Op, call
-from ._registry import expect_tensor, refuse
-from .pointwise import ELU
+from ._registry import expect_tensor, refuse, tensor_method
+from .pointwise import _float_promote
+
+
+def _gelu(a, approximate="none"):
+    return jax.nn.gelu(a, approximate=approximate == "tanh")
+
+
+def _softplus(a, beta=1.0, threshold=20.0):
+    return jnp.where(a * beta > threshold, a, jax.nn.softplus(a * beta) / beta)
+
+
+GELU = Op("GeluBackward0", lambda a, approximate="none": _gelu(_float_promote(a), approximate))
+SILU = Op("SiluBackward0", lambda a: jax.nn.silu(_float_promote(a)))
+
+
+def _softplus_bwd(ctx, g):
+    a = ctx.saved[0].astype(g.dtype)
+    beta, threshold = ctx.attrs.get("beta", 1.0), ctx.attrs.get("threshold", 20.0)
+    z = jnp.exp(a * beta)
+    return (jnp.where(a * beta > threshold, g, g * z / (z + 1)),)  # PyTorch's formula (signs of zero kept)
+
+
+SOFTPLUS = Op("SoftplusBackward0", lambda a, beta=1.0, threshold=20.0: _softplus(_float_promote(a), beta, threshold),
+              _softplus_bwd, save=(0,))
+LEAKY_RELU = Op("LeakyReluBackward0", lambda a, negative_slope=0.01: jnp.where(a > 0, a, a * negative_slope))
+
+
+def _elu_fwd(a, alpha=1.0, scale=1.0, input_scale=1.0):
+    """PyTorch's elu kernel (elu, selu and celu are this with other constants)."""
+    a = _float_promote(a)
+    neg = jnp.expm1(jnp.where(a > 0, 0, a) * input_scale) * (alpha * scale)
+    return jnp.where(a > 0, a * scale, neg)
+
+
+def _elu_bwd(ctx, g):
+    a = ctx.saved[0]
+    alpha, scale, inp = (ctx.attrs.get(k, 1.0) for k in ("alpha", "scale", "input_scale"))
+    # x > 0 takes the linear slope; anything else (NaN included: NaN) the exponential's, as PyTorch's kernel
+    return (jnp.where(a > 0, g * scale, g * (alpha * scale * inp) * jnp.exp(jnp.where(a > 0, 0, a) * inp)),)
+
+
+ELU = Op("EluBackward0", _elu_fwd, _elu_bwd, save=(0,))
+
+
+def _logsigmoid(a):
+    a = _float_promote(a)
+    return jnp.minimum(a, 0) - jnp.log1p(jnp.exp(-jnp.abs(a)))  # PyTorch's formula (logsigmoid(inf) is +0.0)
+
+
+def _logsigmoid_bwd(ctx, g):
+    a = ctx.saved[0].astype(g.dtype)
+    neg = a < 0
+    z = jnp.exp(-jnp.abs(a))
+    return (g * (neg.astype(g.dtype) - jnp.where(neg, 1, -1).astype(g.dtype) * (z / (1 + z))),)  # PyTorch's
+
+
+LOGSIGMOID = Op("LogSigmoidBackward0", _logsigmoid, _logsigmoid_bwd, save=(0,))
+
+
+def _hardtanh_fwd(a, min_val=-1.0, max_val=1.0):
+    if a.dtype == jnp.bool_:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    lo, hi = jnp.asarray(min_val).astype(a.dtype), jnp.asarray(max_val).astype(a.dtype)  # integers: bounds cast
+    return jnp.where(a < lo, lo, jnp.where(a > hi, hi, a))  # -0.0 and NaN pass, as PyTorch's
+
+
+def _hardtanh_bwd(ctx, g):
+    a = ctx.saved[0]
+    lo, hi = ctx.attrs.get("min_val", -1.0), ctx.attrs.get("max_val", 1.0)
+    return (jnp.where((a > lo) & (a < hi), g, jnp.zeros((), g.dtype)),)  # 0 at the clip points and at NaN
+
+
+HARDTANH = Op("HardtanhBackward0", _hardtanh_fwd, _hardtanh_bwd, save=(0,))
+
+
+
+def silu(input):
+    expect_tensor(input, "silu")
+    refuse("silu_cpu", input, "bi")
+    return call(SILU, input)
+
+
+def logsigmoid(input):
+    expect_tensor(input, "logsigmoid")
+    refuse("log_sigmoid_cpu", input, "bi")
+    return call(LOGSIGMOID, input)
+
+
+def gelu(input, approximate="none"):
+    expect_tensor(input, "gelu")
+    refuse("GeluKernelImpl", input, "bi")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return call(GELU, input, approximate=approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    expect_tensor(input, "softplus")
+    refuse("softplus_cpu", input, "bi")
+    return call(SOFTPLUS, input, beta=beta, threshold=threshold)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    expect_tensor(input, "leaky_relu")
+    refuse("leaky_relu_cpu", input, "bi")
+    return call(LEAKY_RELU, input, negative_slope=negative_slope)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    expect_tensor(input, "hardtanh")
+    return call(HARDTANH, input, min_val=min_val, max_val=max_val)
+
+
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
@@ -134,3 +248,6 @@ def prelu(input, weight):
         raise RuntimeError(f"expected scalar type {input.dtype} but found {weight.dtype}")
     return call(PRELU, input, weight)
 
+
+tensor_method("hardshrink")(hardshrink)
+tensor_method("prelu")(prelu)

@@ -24,7 +24,13 @@ def _cast_bwd(ctx, g):
     return (g.astype(ctx.in_avals[0][1]),)
 
 
-CAST = Op("ToCopyBackward0", lambda a, dtype: a.astype(dtype), _cast_bwd, save=())
+def _cast_fwd(a, dtype):
+    if jnp.issubdtype(a.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer) and jnp.dtype(dtype).itemsize < 4:
+        return a.astype(jnp.int64).astype(dtype)  # PyTorch's: through a wide integer, wrapping (-1.0 -> 255)
+    return a.astype(dtype)
+
+
+CAST = Op("ToCopyBackward0", _cast_fwd, _cast_bwd, save=())
 
 
 def _cast(t, dt):

@@ -59,6 +59,8 @@ def _logit_bwd(ctx, g):
     d = g / (a * (1 - a))
     if eps is not None:  # 0 outside [eps, 1 - eps], as PyTorch's
         d = jnp.where((a < eps) | (a > 1 - eps), jnp.zeros((), g.dtype), d)
+    else:  # NaN outside [0, 1], as PyTorch's
+        d = jnp.where((a < 0) | (a > 1), jnp.full((), jnp.nan, g.dtype), d)
     return (d,)
 
 
@@ -345,7 +347,7 @@ tensor_method("float_power_")(_float_power_)
 
 
 def _clamp_bound_(which):
-    from .pointwise import clamp_
+    from .pointwise_inplace import clamp_
 
     def method(self, bound):
         return clamp_(self, **{which: bound})

@@ -57,8 +57,10 @@ def _variant(base, name):
         if name in _FUSED_ADD and tuple(out.shape) != tuple(self.shape):
             raise RuntimeError(f"Bad in-place call: input tensor size {list(self.shape)} and output tensor size "
                                f"{list(out.shape)} should match")
-        if name in _NO_BOOL and self.dtype.name == "bool" and self.ndim and self.numel():
-            raise NotImplementedError(f"\"{_NO_BOOL[name]}\" not implemented for 'Bool'")
+        if name in _NO_BOOL and self.dtype.name == "bool":
+            if self.ndim and self.numel():
+                raise NotImplementedError(f"\"{_NO_BOOL[name]}\" not implemented for 'Bool'")
+            return call_inplace(ASSIGN, self, out)  # nothing for the kernel to do: PyTorch writes it back
         return write(self, out)
     return method
 

@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, activations, where, clamp,
+"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, where, clamp,
 clone, in-place arithmetic and Python's arithmetic operators on ``Tensor``.
 
 The helpers every elementwise family uses live here too: ``_promote`` (PyTorch's result type),
@@ -25,8 +25,7 @@ __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "sub
            "maximum", "minimum", "remainder", "fmod", "atan2", "neg", "negative", "abs", "absolute", "exp", "log",
            "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "asin", "acos",
            "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "sigmoid", "relu", "erf", "reciprocal",
-           "square", "sign", "floor", "ceil", "round", "trunc", "silu", "logsigmoid", "gelu", "softplus",
-           "leaky_relu", "elu", "hardtanh", "clamp", "clip", "where", "clone"]
+           "square", "sign", "floor", "ceil", "round", "trunc", "clamp", "clip", "where", "clone"]
 
 _Number = (int, float, bool, complex)
 
@@ -484,64 +483,6 @@ ROUND = Op("RoundBackward0", _rounding("round", lambda a, decimals=0: jnp.round(
 TRUNC = Op("TruncBackward0", _rounding("trunc", jnp.trunc), lambda ctx, g: (jnp.zeros_like(g),), save=())
 
 
-def _gelu(a, approximate="none"):
-    return jax.nn.gelu(a, approximate=approximate == "tanh")
-
-
-def _softplus(a, beta=1.0, threshold=20.0):
-    return jnp.where(a * beta > threshold, a, jax.nn.softplus(a * beta) / beta)
-
-
-GELU = Op("GeluBackward0", lambda a, approximate="none": _gelu(_float_promote(a), approximate))
-SILU = Op("SiluBackward0", lambda a: jax.nn.silu(_float_promote(a)))
-SOFTPLUS = Op("SoftplusBackward0", lambda a, beta=1.0, threshold=20.0: _softplus(_float_promote(a), beta, threshold))
-LEAKY_RELU = Op("LeakyReluBackward0", lambda a, negative_slope=0.01: jnp.where(a > 0, a, a * negative_slope))
-
-
-def _elu_fwd(a, alpha=1.0, scale=1.0, input_scale=1.0):
-    """PyTorch's elu kernel (elu, selu and celu are this with other constants)."""
-    a = _float_promote(a)
-    neg = jnp.expm1(jnp.where(a > 0, 0, a) * input_scale) * (alpha * scale)
-    return jnp.where(a > 0, a * scale, neg)
-
-
-def _elu_bwd(ctx, g):
-    a = ctx.saved[0]
-    alpha, scale, inp = (ctx.attrs.get(k, 1.0) for k in ("alpha", "scale", "input_scale"))
-    # x > 0 takes the linear slope; anything else (NaN included: NaN) the exponential's, as PyTorch's kernel
-    return (jnp.where(a > 0, g * scale, g * (alpha * scale * inp) * jnp.exp(jnp.where(a > 0, 0, a) * inp)),)
-
-
-ELU = Op("EluBackward0", _elu_fwd, _elu_bwd, save=(0,))
-def _logsigmoid(a):
-    a = _float_promote(a)
-    return jnp.minimum(a, 0) - jnp.log1p(jnp.exp(-jnp.abs(a)))  # PyTorch's formula (logsigmoid(inf) is +0.0)
-
-
-def _logsigmoid_bwd(ctx, g):
-    a = ctx.saved[0].astype(g.dtype)
-    neg = a < 0
-    z = jnp.exp(-jnp.abs(a))
-    return (g * (neg.astype(g.dtype) - jnp.where(neg, 1, -1).astype(g.dtype) * (z / (1 + z))),)  # PyTorch's
-
-
-LOGSIGMOID = Op("LogSigmoidBackward0", _logsigmoid, _logsigmoid_bwd, save=(0,))
-def _hardtanh_fwd(a, min_val=-1.0, max_val=1.0):
-    if a.dtype == jnp.bool_:
-        raise RuntimeError("Bool inputs not supported for hardtanh")
-    lo, hi = jnp.asarray(min_val).astype(a.dtype), jnp.asarray(max_val).astype(a.dtype)  # integers: bounds cast
-    return jnp.where(a < lo, lo, jnp.where(a > hi, hi, a))  # -0.0 and NaN pass, as PyTorch's
-
-
-def _hardtanh_bwd(ctx, g):
-    a = ctx.saved[0]
-    lo, hi = ctx.attrs.get("min_val", -1.0), ctx.attrs.get("max_val", 1.0)
-    return (jnp.where((a > lo) & (a < hi), g, jnp.zeros((), g.dtype)),)  # 0 at the clip points and at NaN
-
-
-HARDTANH = Op("HardtanhBackward0", _hardtanh_fwd, _hardtanh_bwd, save=(0,))
-
-
 def _clamp_fwd(a, lo, hi):
     # PyTorch promotes with the bounds: clamp(int_tensor, min=1.5) is a float tensor
     dt = _dtype.result_type(*(x for x in (a, lo, hi) if x is not None))
@@ -625,103 +566,6 @@ def clone(input, *, memory_format=None):
     return call(CLONE, input)
 
 
-# ---- in-place arithmetic -------------------------------------------------------------
-def _check_inplace_other(other, name):
-    return _check_operand(other, name)
-
-
-@tensor_method("add_")
-def add_(self, other, *, alpha=1):
-    if alpha != 1:
-        _check_alpha(self, other, alpha)
-    if alpha == 1:
-        return call_inplace(ADD, self, _check_inplace_other(other, "add_"))
-    return call_inplace(ADD_ALPHA, self, other, alpha)
-
-
-@tensor_method("sub_")
-def sub_(self, other, *, alpha=1):
-    _check_bool_sub(self, other)
-    if alpha != 1:
-        _check_alpha(self, other, alpha)
-    if alpha == 1:
-        return call_inplace(SUB, self, _check_inplace_other(other, "sub_"))
-    return call_inplace(ADD_ALPHA, self, other, -alpha)
-
-
-@tensor_method("mul_")
-def mul_(self, other):
-    return call_inplace(MUL, self, _check_inplace_other(other, "mul_"))
-
-
-@tensor_method("div_")
-def div_(self, other, *, rounding_mode=None):
-    other = _check_operand(other, "div_")
-    _check_rounding(rounding_mode)
-    if rounding_mode is None:
-        return call_inplace(DIV, self, other)
-    _check_int_division(self, other)
-    return call_inplace(DIV, self, other, rounding_mode=rounding_mode)
-
-
-@tensor_method("pow_")
-def pow_(self, exponent):
-    exponent = _check_operand(exponent, "pow_", "exponent")
-    if isinstance(exponent, Tensor) and tuple(exponent.shape) != tuple(self.shape):
-        shape = broadcast_shapes(tuple(self.shape), tuple(exponent.shape))
-        if shape != tuple(self.shape):  # PyTorch checks the output's shape first
-            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
-    _check_int_pow(self, exponent)
-    _check_bool_pow(self, exponent)
-    return call_inplace(POW, self, exponent)
-
-
-_CPP_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-              "bool": "bool"}
-
-
-@tensor_method("clamp_", "clip_")
-def clamp_(self, min=None, max=None):  # noqa: A002
-    _check_bounds(min, max)
-    if self.dtype.name in _CPP_NAMES and any(isinstance(v, float) for v in (min, max)):
-        raise RuntimeError(f"result type Float can't be cast to the desired output type {_CPP_NAMES[self.dtype.name]}")
-    return call_inplace(CLAMP, self, min, max)
-
-
-FILL = Op("FillBackward0", lambda a, v: jnp.broadcast_to(jnp.asarray(v, a.dtype), a.shape),
-          lambda ctx, g: (None, g.sum() if ctx.needs_input_grad[1] else None), save=())
-ZERO = Op("ZeroBackward0", lambda a: jnp.zeros_like(a), lambda ctx, g: (None,), save=())
-
-
-@tensor_method("fill_")
-def fill_(self, value):
-    return call_inplace(FILL, self, value)
-
-
-@tensor_method("zero_")
-def zero_(self):
-    return call_inplace(ZERO, self)
-
-
-def _inplace_unary(op):
-    return lambda self: call_inplace(op, self)
-
-
-for _name, _op in (("neg_", NEG), ("abs_", ABS), ("exp_", EXP), ("log_", LOG), ("sqrt_", SQRT), ("sin_", SIN),
-                   ("cos_", COS), ("tanh_", TANH), ("sigmoid_", SIGMOID), ("relu_", RELU), ("floor_", FLOOR),
-                   ("ceil_", CEIL), ("reciprocal_", RECIPROCAL), ("rsqrt_", RSQRT),
-                   ("log1p_", LOG1P), ("expm1_", EXPM1), ("square_", SQUARE), ("sign_", SIGN), ("trunc_", TRUNC)):
-    tensor_method(_name)(_inplace_unary(_op))
-
-
-def _inplace_accumulate(self, other):
-    """``self += other`` without history (AccumulateGrad's in-place path)."""
-    call_inplace(ADD, self, other)
-
-
-Tensor._inplace_accumulate = _inplace_accumulate
-
-
 # ---- public unary functions and Tensor methods --------------------------------------------
 def _unary_fn(op, name):
     """``jg.<name>(input)``: a tensor is required (PyTorch's ``TypeError`` otherwise). The Tensor method
@@ -766,49 +610,6 @@ def round_(self, *, decimals=0):
     if decimals:
         refuse("round_cpu", self, "bi")
     return call_inplace(ROUND, self, decimals=int(decimals)) if decimals else call_inplace(ROUND, self)
-
-
-def silu(input):
-    expect_tensor(input, "silu")
-    refuse("silu_cpu", input, "bi")
-    return call(SILU, input)
-
-
-def logsigmoid(input):
-    expect_tensor(input, "logsigmoid")
-    refuse("log_sigmoid_cpu", input, "bi")
-    return call(LOGSIGMOID, input)
-
-
-def gelu(input, approximate="none"):
-    expect_tensor(input, "gelu")
-    refuse("GeluKernelImpl", input, "bi")
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")
-    return call(GELU, input, approximate=approximate)
-
-
-def softplus(input, beta=1.0, threshold=20.0):
-    expect_tensor(input, "softplus")
-    refuse("softplus_cpu", input, "bi")
-    return call(SOFTPLUS, input, beta=beta, threshold=threshold)
-
-
-def leaky_relu(input, negative_slope=0.01):
-    expect_tensor(input, "leaky_relu")
-    refuse("leaky_relu_cpu", input, "bi")
-    return call(LEAKY_RELU, input, negative_slope=negative_slope)
-
-
-def elu(input, alpha=1.0):
-    expect_tensor(input, "elu")
-    refuse("elu_cpu", input, "bi")
-    return call(ELU, input, alpha=alpha)
-
-
-def hardtanh(input, min_val=-1.0, max_val=1.0):
-    expect_tensor(input, "hardtanh")
-    return call(HARDTANH, input, min_val=min_val, max_val=max_val)
 
 
 for _name, _fn in dict(
@@ -864,7 +665,3 @@ def _pos(self):
 Tensor.__pos__ = _pos
 Tensor.__abs__ = lambda self: call(ABS, self)
 Tensor.__array_priority__ = 1000  # ndarray + Tensor defers to Tensor.__radd__, as with PyTorch
-Tensor.__iadd__ = lambda self, other: add_(self, other)
-Tensor.__isub__ = lambda self, other: sub_(self, other)
-Tensor.__imul__ = lambda self, other: mul_(self, other)
-Tensor.__itruediv__ = lambda self, other: div_(self, other)
