@@ -1,9 +1,10 @@
 """``jgrad.nn.functional``: the functional ops of ``torch.nn.functional``.
 
 Everything here is an op of ``jgrad.ops`` (one XLA-compiled kernel each) or
-a short composition of them. ``inplace=True`` mutates the input where jgrad
-has an in-place kernel (relu, tanh, sigmoid, dropout); elsewhere it returns
-a new tensor (see docs/differences.md).
+a short composition of them. ``inplace=True`` writes the input: through its
+in-place kernel (relu, dropout) or by writing the result into it
+(``ops.inplace.write``). More losses, distances and ``embedding_bag`` are in
+``nn.functional_losses``, re-exported here.
 
 Imports the op library (``jgrad.ops`` and its families) and nothing else of jgrad.
 """

@@ -2,7 +2,8 @@
 ``embedding_bag``: each a composition of jgrad ops written as PyTorch's reference formula, so values and
 gradients follow PyTorch's (``nn.functional`` re-exports them).
 
-Imports the op library (``jgrad.ops``) and nothing else of jgrad.
+Imports the op library (``jgrad.ops``), the door (``_dispatch``: ``embedding_bag``'s and ``multilabel_margin_loss``'s
+kernels) and ``_checks`` (``embedding_bag``'s index check); ``autograd`` and ``nn.functional`` at the call.
 """
 from __future__ import annotations
 

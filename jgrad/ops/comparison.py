@@ -1,8 +1,9 @@
 """Comparisons and logic (never differentiable): ``eq ne lt le gt ge``, ``logical_*``, ``bitwise_*``,
 ``isnan isinf isfinite``, ``allclose isclose equal``, and the operators ``== != < <= > >= & | ^ ~``.
 
-Imports ``_dispatch``, ``_tensor`` and the elementwise helpers of ``ops.pointwise`` (``_promote``,
-``_binary``, ``_unary_fn``, ``_binop``).
+Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry`` and the elementwise helpers of
+``ops.pointwise`` (``_promote``, ``_binary``, ``_unary_fn``, ``_binop``). Bitwise ops refuse floating operands as
+PyTorch's kernels do (after the shapes broadcast, naming the promoted type).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ cast to the tensor's: ``result type Float can't be cast to the desired output ty
 flows through the op's own backward. The ops with a fused in-place kernel (``add_``, ``mul_``, ``relu_``...)
 keep it. Loaded after every op family: the variants are made for the methods that exist by then.
 
-Imports ``_dispatch``, ``_dtype``, ``_tensor`` and ``ops._registry``.
+Imports ``_dispatch``, ``_tensor`` and ``ops._registry``.
 """
 from __future__ import annotations
 

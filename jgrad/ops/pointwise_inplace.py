@@ -2,16 +2,15 @@
 unary math (``exp_ sin_ relu_ ...``), each the out-of-place op's kernel run through ``call_inplace``, and the
 in-place ``+= -= *= /=`` operators. (Ops without a fused kernel get their ``_`` form from ``ops.inplace``.)
 
-Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry`` and ``ops.pointwise``.
+Imports ``_dispatch``, ``_tensor``, ``ops._registry`` and ``ops.pointwise``.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .. import _dtype
 from .._dispatch import Op, call_inplace
 from .._tensor import Tensor
-from ._registry import broadcast_shapes, refuse, tensor_method
+from ._registry import broadcast_shapes, tensor_method
 from .pointwise import (ABS, ADD, ADD_ALPHA, CEIL, CLAMP, COS, DIV, EXP, EXPM1, FLOOR, LOG, LOG1P, MUL, NEG, POW,
                         RECIPROCAL, RELU, RSQRT, SIGMOID, SIGN, SIN, SQRT, SQUARE, SUB, TANH, TRUNC, _check_alpha,
                         _check_bool_pow, _check_bool_sub, _check_bounds, _check_int_division, _check_int_pow,

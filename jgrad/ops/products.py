@@ -2,8 +2,7 @@
 baddbmm addr`` (``beta * input + alpha * product``; with ``beta=0`` the input is ignored, NaN included, as
 PyTorch's BLAS calls do). Gradients are ``jax.vjp`` of the jax forward, or the matmul ops' own.
 
-Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry``, ``ops.linalg`` (matmul and its checks) and
-``ops.pointwise``.
+Imports ``_dispatch``, ``_tensor``, ``ops._registry`` and ``ops.linalg`` (matmul and its checks).
 """
 from __future__ import annotations
 

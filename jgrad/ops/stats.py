@@ -6,7 +6,7 @@ cummax cummin``.
 elements equal to the median, PyTorch's ``evenly_distribute_backward``). ``cummax``/``cummin`` scan with
 PyTorch's rule: a later element equal to the running extreme takes its place, and NaN wins.
 
-Imports ``_dispatch``, ``_dtype``, ``ops._registry``, ``ops.elementwise`` (``refuse``) and ``ops.reduction``.
+Imports ``_dispatch``, ``_dtype``, ``ops._registry`` and ``ops.reduction``; ``ops.creation`` at the call.
 """
 from __future__ import annotations
 
