@@ -612,7 +612,6 @@ KNOWN = [
     *[(n, r"\[inplace/grad", _WHY_ASINH) for n in _NO_TORCH_DERIVATIVE],
     ("cumprod", r"/grad, float64\] \(float64\[12\]", "cumprod's gradient with a zero and NaN/inf in one slice"),
     ("scatter_reduce", r"'prod'\): grad", "scatter_reduce(prod)'s gradient with repeated indices is not implemented"),
-    *[(n, r"signed zero differs", "which of tied 0.0 and -0.0 cummax/cummin report") for n in ("cummax", "cummin")],
     *[(n, r"\[fn, float32\] \(float32\[12\]\): value: output: signed zero differs",
        "gelu(-0.0): JAX's formula gives -0.0, PyTorch's +0.0") for n in ("gelu", "F.gelu")],
     *[(n, r"signed zero differs", "softshrink of small negatives: PyTorch's vector and scalar kernels disagree on "

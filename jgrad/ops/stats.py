@@ -180,7 +180,8 @@ def _scan_fwd(a, dim, is_max):
             better = jnp.isnan(vb) | (~jnp.isnan(va) & better)
         return jnp.where(better, vb, va), jnp.where(better, ib, ia)
 
-    return jax.lax.associative_scan(combine, (a, idx), axis=dim)
+    _, idx = jax.lax.associative_scan(combine, (a, idx), axis=dim)
+    return jnp.take_along_axis(a, idx, axis=dim), idx  # the elements themselves (XLA's select would make -0.0 +0.0)
 
 
 def _scan_bwd(ctx, g, _gi):
