@@ -25,7 +25,23 @@ def _softplus(a, beta=1.0, threshold=20.0):
     return jnp.where(a * beta > threshold, a, jax.nn.softplus(a * beta) / beta)
 
 
-GELU = Op("GeluBackward0", lambda a, approximate="none": _gelu(_float_promote(a), approximate))
+def _gelu_fwd(a, approximate="none"):
+    return _gelu(_float_promote(a), approximate)
+
+
+def _gelu_bwd(ctx, g):
+    """PyTorch's formulas (``GeluBackward``): ``Φ(x) + x φ(x)``, or the tanh approximation's derivative."""
+    x = _float_promote(ctx.saved[0]).astype(g.dtype)
+    if ctx.attrs.get("approximate", "none") == "tanh":
+        beta, kappa = np.sqrt(2 / np.pi), 0.044715
+        t = jnp.tanh(beta * (x + kappa * x ** 3))
+        return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * beta * (1 + 3 * kappa * x * x)),)
+    cdf = 0.5 * (1 + jax.scipy.special.erf(x / np.sqrt(2)))
+    pdf = jnp.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+    return (g * (cdf + x * pdf),)
+
+
+GELU = Op("GeluBackward0", _gelu_fwd, _gelu_bwd, save=(0,))
 SILU = Op("SiluBackward0", lambda a: jax.nn.silu(_float_promote(a)))
 
 
