@@ -140,6 +140,8 @@ def leaky_relu(input, negative_slope=0.01):
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
     expect_tensor(input, "hardtanh")
+    if input.dtype.name == "uint8" and (min_val < 0 or max_val < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     return call(HARDTANH, input, min_val=min_val, max_val=max_val)
 
 
@@ -229,6 +231,8 @@ def hardshrink(input, lambd=0.5):
 def threshold(input, threshold, value):
     expect_tensor(input, "threshold")
     refuse("threshold_cpu", input, "b")
+    if input.dtype.name == "uint8" and value < 0:
+        raise RuntimeError("value cannot be converted to type uint8_t without overflow")
     return call(THRESHOLD, input, threshold=threshold, value=value)
 
 

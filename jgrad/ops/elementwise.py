@@ -203,6 +203,8 @@ def _shift(left):
         if left:
             return jnp.where(big, jnp.zeros((), a.dtype), jnp.left_shift(a, s))
         out = jnp.right_shift(a, s)
+        if jnp.issubdtype(a.dtype, jnp.unsignedinteger):
+            return jnp.where(big, jnp.zeros((), a.dtype), out)
         return jnp.where(big, jnp.where(a < 0, jnp.asarray(-1, a.dtype), jnp.zeros((), a.dtype)), out)
     return Op("lshift" if left else "rshift", fwd, differentiable=False)
 
@@ -237,11 +239,20 @@ def fmin(input, other):
 
 
 def _float_binary(op, name, kernel, input, other):
+    """Float kernels: the shapes broadcast first, then the promoted type is refused if it is not floating."""
     _tensor_pair(name, input, other)
-    refuse(kernel, input, "bi")
-    refuse(kernel, other, "bi")
     broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    dt = _dtype.from_np(_dtype.result_type(_Proxy(input), _Proxy(other)))
+    if not (dt.is_floating_point or dt.is_complex):
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dt)}'")
     return call(op, input, other)
+
+
+class _Proxy:
+    """A tensor's rank and dtype as ``_dtype.result_type`` reads operands."""
+
+    def __init__(self, t):
+        self.ndim, self.dtype = t.ndim, t.dtype.np
 
 
 def hypot(input, other):

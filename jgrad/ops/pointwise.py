@@ -267,6 +267,8 @@ def _mod_bwd(rounding):
 
 
 REMAINDER = Op("RemainderBackward0", lambda a, b: jnp.remainder(*_promote(a, b)), _mod_bwd("floor"), save=(0, 1))
+REMAINDER_SCALAR = Op("RemainderBackward1", lambda a, b: jnp.remainder(*_promote(a, b)),
+                      lambda ctx, g: _no_derivative("remainder")(ctx, g), save=())
 FMOD = Op("FmodBackward0", lambda a, b: jnp.fmod(*_promote(a, b)), _mod_bwd("trunc"), save=(0, 1))
 ATAN2 = Op("Atan2Backward0", lambda a, b: jnp.arctan2(*_promote(*map(_float_promote_any, (a, b)))))
 
@@ -394,7 +396,7 @@ def remainder(input, other):
     else:
         other = _check_operand(other, "remainder")
     _check_int_division(input, other)
-    return call(REMAINDER, input, other)
+    return call(REMAINDER if isinstance(input, Tensor) else REMAINDER_SCALAR, input, other)
 
 
 def fmod(input, other):
@@ -501,8 +503,9 @@ def _clamp_bwd(ctx, g):
         keep = keep & (a >= lo)
     if hi is not None:
         keep = keep & (a <= hi)
-    glo = jnp.where(a < lo, g, 0) if ctx.needs_input_grad[1] else None
-    ghi = jnp.where(a > hi, g, 0) if ctx.needs_input_grad[2] else None
+    crossed = (lo > hi) if lo is not None and hi is not None else False  # the result is max where min > max
+    glo = jnp.where((a < lo) & ~crossed, g, 0) if ctx.needs_input_grad[1] else None
+    ghi = jnp.where((a > hi) | crossed, g, 0) if ctx.needs_input_grad[2] else None
     return jnp.where(keep, g, 0), glo, ghi
 
 
@@ -653,6 +656,7 @@ for _name, _op, _check, _attrs in (("floordiv", FLOOR_DIVIDE, _check_int_divisio
                                    ("mod", REMAINDER, _check_int_division, {}), ("pow", POW, _check_int_pow, {})):
     setattr(Tensor, f"__{_name}__", _binop(_op, check=_check, **_attrs))
     setattr(Tensor, f"__r{_name}__", _binop(_op, True, check=_check, **_attrs))
+Tensor.__rmod__ = _binop(REMAINDER_SCALAR, True, check=_check_int_division)  # Scalar % Tensor: no derivative
 Tensor.__neg__ = lambda self: call(NEG, self)
 
 

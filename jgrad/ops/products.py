@@ -180,7 +180,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_i(batch1[i] @ batch2[i])``."""
     _check_alpha(input, alpha, beta)
-    p = bmm(batch1, batch2).sum(0)
+    p = bmm(batch1, batch2).sum(0, dtype=batch1.dtype)  # integers keep their type (sum would widen them)
     return _combine(input, p, beta, alpha, p.shape)
 
 

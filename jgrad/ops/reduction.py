@@ -84,8 +84,20 @@ def _std_fwd(a, dim=None, correction=1, keepdim=False):
     return jnp.squeeze(out, dim) if dim is not None else out.reshape(())
 
 
-VAR = Op("VarBackward0", _var_fwd)
-STD = Op("StdBackward0", _std_fwd)
+def _var_bwd(ctx, g, std=False):
+    """PyTorch's: ``2 (x - mean) / (N - correction)`` times the gradient (for std, divided by ``2 std``); the
+    divisor is not clamped at 0 as the forward's is."""
+    a = ctx.saved[0]
+    dim, c, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("correction", 1), ctx.attrs.get("keepdim", False)
+    n = a.size if dim is None else int(np.prod([a.shape[d] for d in dim]))
+    if std:
+        g = g / (2 * ctx.outputs[0])
+    g = _restore(g, a.shape, dim, keepdim)
+    return (g * 2 * (a - jnp.mean(a, axis=dim, keepdims=True)) / jnp.asarray(n - c, a.dtype),)
+
+
+VAR = Op("VarBackward0", _var_fwd, _var_bwd, save=(0,))
+STD = Op("StdBackward0", _std_fwd, lambda ctx, g: _var_bwd(ctx, g, std=True), save=(0,), save_outputs=True)
 def _prod_bwd(ctx, g):
     """PyTorch's prod backward: ``g * prod / x`` without zeros; with one zero only that element gets the product of
     the others; with two or more every gradient is 0 (whatever else the slice holds, NaN included)."""
@@ -114,9 +126,12 @@ def _amax_bwd_factory(fn):
         a = ctx.saved[0]
         dim, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False)
         out = fn(a, axis=dim, keepdims=True)
-        mask = (a == out).astype(g.dtype)
-        count = mask.sum(axis=dim, keepdims=True)
-        return (_restore(g, a.shape, dim, keepdim) * mask / count,)
+        mask = a == out
+        count = mask.sum(axis=dim, keepdims=True).astype(g.dtype)
+        g = _restore(g, a.shape, dim, keepdim) / count
+        # PyTorch's grad * mask / count: signs of zero kept, NaN for a slice whose maximum is NaN (count 0)
+        zero = jnp.where(count == 0, jnp.full((), jnp.nan, g.dtype), jnp.copysign(jnp.zeros((), g.dtype), g))
+        return (jnp.where(mask, g, zero),)
     return bwd
 
 
@@ -185,6 +200,8 @@ ANY = Op("any", _logical_reduce(jnp.any), differentiable=False)
 def _norm_fwd(a, p=2, dim=None, keepdim=False):
     if p == "fro":
         p = 2
+    if p == 1:
+        return jnp.sum(jnp.sign(a) * a, axis=dim, keepdims=keepdim)  # |x| whose gradient is sign(x): 0 at 0
     if p == float("inf"):
         return jnp.max(jnp.abs(a), axis=dim, keepdims=keepdim)
     if p == float("-inf"):
@@ -394,7 +411,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return out.to(dtype) if dtype is not None else out
 
 
-SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a, shape), lambda ctx, g: (g,), save=())
+SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a.astype(_int_accumulator(a, None) or a.dtype), shape),
+            lambda ctx, g: (g,), save=())  # integers sum in int64, as sum does
 
 
 def _sum_to(a, shape):
