@@ -70,6 +70,8 @@ Imports jgrad (``_tensor``, ``_device``, ``_dtype``, ``_recorder``, ``_dlpack``;
 """
 from __future__ import annotations
 
+import contextlib
+
 import functools
 import html
 import inspect
@@ -395,12 +397,28 @@ def compare_grad(fn, *args, jax_fn=None, eps=1e-6, rtol=None, atol=None, fd=True
     fixed random cotangent. The JAX gradient is ``jax.vjp`` of ``jax_fn``
     (the same math in ``jax.numpy``) when given, else of
     ``functionalize(fn)``. Finite differences evaluate ``fn``'s forward at
-    float64 (JAX_ENABLE_X64 on; else float32) with step ``eps``, on at most
+    float64 (with 64-bit arguments or JAX_ENABLE_X64 on; else float32) with step ``eps``, on at most
     ``fd_max_elements`` randomly chosen elements per input (``fd=False``: none).
+    With a 64-bit argument the comparison runs in jgrad's x64 scope (JAX_ENABLE_X64 is not needed).
     ``rtol``/``atol`` default per dtype (float32: 1e-4/1e-6); finite
     differences are held to ``max(rtol, 1e-4)`` (1e-2 below float32) and
     ``max(atol, 1e-6)``.
     """
+    with (_dtype.x64_scope() if any(_is_wide(a) for a in args) else contextlib.nullcontext()):
+        return _compare_grad(fn, *args, jax_fn=jax_fn, eps=eps, rtol=rtol, atol=atol, fd=fd,
+                             fd_max_elements=fd_max_elements, seed=seed, name=name)
+
+
+def _is_wide(x) -> bool:
+    """Whether an argument of compare_grad is 64-bit (float64, complex128, int64): then the whole comparison runs in
+    jgrad's x64 scope, so its dtype survives without JAX_ENABLE_X64 (jax.grad of jax_fn and the finite differences
+    included)."""
+    dt = x.dtype.np if isinstance(x, Tensor) else getattr(x, "dtype", None)
+    return dt is not None and np.dtype(dt).itemsize >= 8 and np.dtype(dt).kind in "fci"
+
+
+def _compare_grad(fn, *args, jax_fn=None, eps=1e-6, rtol=None, atol=None, fd=True, fd_max_elements=2048,
+                 seed=0, name=None) -> GradReport:
     from jgrad.autograd import grad as jg_grad
 
     name = name or getattr(fn, "__name__", "fn")

@@ -702,12 +702,13 @@ def _check_inplace(op, target, res) -> bool:
     """PyTorch's checks of an in-place result (array or Buffer); True when it needs a cast."""
     if res.shape != target.shape:
         raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
-                           f"{list(res.shape)} (in-place {op.name})")
+                           f"{list(res.shape)}")
     if res.dtype == target._data.dtype:
         return False
     src, dst = _dtype.from_np(res.dtype), target.dtype
     if src._category > dst._category:
-        raise RuntimeError(f"result type {src.name} can't be cast to the desired output type {dst.name}")
+        raise RuntimeError(f"result type {_dtype.scalar_name(src)} can't be cast to the desired output type "
+                           f"{_dtype.scalar_name(dst)}")
     return True
 
 

@@ -72,6 +72,18 @@ ALL = (float16, bfloat16, float32, float64, complex64, complex128, uint8, int8, 
 _BY_NP = {d.np: d for d in ALL}
 
 
+# PyTorch's ScalarType names, which its error messages use ("Got: Long").
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                 "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                 "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def scalar_name(dt) -> str:
+    """PyTorch's name of a dtype in error messages (``int64`` -> ``Long``)."""
+    name = getattr(dt, "name", None) or str(dt)
+    return _SCALAR_NAMES.get(name, name)
+
+
 def from_np(np_dtype) -> dtype:
     """The jgrad dtype of a NumPy/JAX dtype."""
     try:
@@ -129,7 +141,7 @@ def canonical(d) -> dtype:
     if isinstance(d, dtype):
         out = d
     elif d is builtins_float:
-        out = get_default_dtype()
+        out = float64  # PyTorch maps Python's float to torch.float64 (as NumPy does), not the default dtype
     elif d is builtins_int:
         out = int64
     elif d is builtins_bool:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import jgrad as jg
+from jgrad._dtype import x64_scope
 
 # Few examples, no deadline, no shrinking: every new shape compiles kernels (XLA), which is slow-ish.
 # CI runs the suite in a few minutes on 2 cores; JGRAD_TEST_THOROUGH=1 draws twice as many examples.
@@ -79,10 +80,13 @@ def check_op(jg_fn, jax_fn, arrays, *, diff=None, rtol=1e-6, atol=1e-8, seed=0, 
             full[i] = d[j]
         return jax_fn(*full)
 
-    if diff:
-        ref, grads_ref = _reference(partial, [jnp.asarray(arrays[i]) for i in diff], seed)
-    else:
-        ref = jax.jit(partial)()
+    # The reference runs with JAX's 64-bit types on, in this thread only (jgrad's own x64 scope): the suite runs
+    # without JAX_ENABLE_X64, as users do, and a float64 reference must stay float64.
+    with x64_scope():
+        if diff:
+            ref, grads_ref = _reference(partial, [jnp.asarray(arrays[i]) for i in diff], seed)
+        else:
+            ref = jax.jit(partial)()
     assert_close(out, ref, rtol, atol, "forward")
     if check_dtype:
         assert out.dtype.np == ref.dtype, f"dtype {out.dtype} != {ref.dtype}"

@@ -171,6 +171,7 @@ def test_pickle_and_repr(mesh):
 
 
 # ---- ops on DTensors ------------------------------------------------------------------------
+@pytest.mark.x64  # its jax reference is float64
 def test_sharded_matmul_forward_backward_vs_single_device_and_jax_grad(mesh):
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((16, 8)), rng.standard_normal((8, 12))
@@ -198,6 +199,7 @@ def test_sharded_matmul_forward_backward_vs_single_device_and_jax_grad(mesh):
         np.testing.assert_allclose(npy(w.grad), gw, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_tensor_parallel_mlp_on_a_two_dimensional_mesh(mesh2d):
     rng = np.random.default_rng(3)
     a, w1, w2 = rng.standard_normal((8, 6)), rng.standard_normal((6, 4)), rng.standard_normal((4, 3))

@@ -38,6 +38,7 @@ def rnd(*shape, seed=0):
 
 
 # ---- accumulation into .grad -----------------------------------------------------------
+@pytest.mark.x64  # its jax reference is float64
 def test_backward_accumulates_into_grad_and_matches_jax():
     # test_backward / test_multi_backward / test_dependent_backward
     xv, yv = rnd(5, 5, seed=1), rnd(5, 5, seed=2) ** 2 + 0.5
@@ -123,6 +124,7 @@ def test_create_graph_accumulates_history_hessian_vector():
 
 
 # ---- grad(inputs=) vs backward(inputs=) ------------------------------------------------
+@pytest.mark.x64  # its jax reference is float64
 def test_grad_returns_gradients_and_leaves_dot_grad_alone():
     # test_grad_nonleaf
     yv = rnd(2, 2, seed=9)
@@ -386,6 +388,7 @@ def test_retain_graph_and_second_backward_error():
 
 
 # ---- create_graph to third order -----------------------------------------------------------
+@pytest.mark.x64  # its jax reference is float64
 def test_create_graph_third_order_matches_jax():
     W = rnd(4, 4, seed=20)
     xv = rnd(4, seed=21)
@@ -983,6 +986,7 @@ def test_device_work_runs_on_its_device_thread_with_the_callers_modes():
     assert A.is_multithreading_enabled()
 
 
+@pytest.mark.x64  # its jax reference is float64
 @pytest.mark.cpu_only("asserts which node runs on the calling thread, where CPU work runs")
 def test_mixed_devices_hand_gradients_between_threads():
     names = {}
@@ -1150,6 +1154,7 @@ def _count_primitive(jaxpr, name):
     return n
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_grad_trimming_skips_the_weight_gradient_matmul(monkeypatch):
     # PR 82544: task_should_compute_output / exec_info trimming
     from jgrad._dispatch import Op
@@ -1204,6 +1209,7 @@ def test_grad_trimming_skips_the_weight_gradient_matmul(monkeypatch):
     assert runs == [((True, True, True), 2)]
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_identically_zero_higher_order_gradient_is_handed_on_detached():
     # PR 82544's Hessian of a ReLU net: d(ReLU backward)/d(input) is zero by construction. PyTorch's
     # formula hands on zeros that do not depend on the incoming gradient, so a third backward pass

@@ -438,6 +438,7 @@ def test_gradcheck_of_custom_function_catches_a_wrong_backward():
         gradcheck(WrongCube.apply, (x,))
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_custom_function_double_backward_matches_jax():
     # a backward written with differentiable jgrad ops supports create_graph
     class Tanh(Function):

@@ -62,6 +62,7 @@ def test_numpy_to_jgrad_zero_copy_every_dtype(name):
     assert not t.requires_grad and t.grad_fn is None
 
 
+@pytest.mark.x64  # a 64-bit jax array needs JAX's 64-bit mode
 @pytest.mark.cpu_only("exchanges with NumPy, which reads host memory only")
 @pytest.mark.parametrize("name", ALL_DTYPES)
 def test_jgrad_to_jax_and_numpy_zero_copy_every_dtype(name):
@@ -78,6 +79,7 @@ def test_jgrad_to_jax_and_numpy_zero_copy_every_dtype(name):
     np.testing.assert_array_equal(v, a)
 
 
+@pytest.mark.x64  # a 64-bit jax array needs JAX's 64-bit mode
 @pytest.mark.parametrize("name", ALL_DTYPES)
 def test_jax_to_jgrad_zero_copy_every_dtype(name):
     j = jnp.asarray(sample((2, 3), name))

@@ -60,6 +60,7 @@ def test_to_jax_detaches_and_is_immutable_from_jgrad():
     np.testing.assert_array_equal(np.asarray(a), np.arange(4.0))
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_from_jax_inside_jit_traces_jgrad_ops():
     @jax.jit
     def f(a):
@@ -83,6 +84,7 @@ def mlp_jnp(x, w, b):
     return (h * h).mean() + jax.nn.relu(h).sum() * 0.1
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_functionalize_values_and_grad_eager():
     f = functionalize(mlp_jg)
     np.testing.assert_allclose(f(X, W, B), mlp_jnp(X, W, B), rtol=1e-12)
@@ -92,6 +94,7 @@ def test_functionalize_values_and_grad_eager():
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_functionalize_under_jit():
     f = functionalize(mlp_jg)
     np.testing.assert_allclose(jax.jit(f)(X, W, B), mlp_jnp(X, W, B), rtol=1e-12)
@@ -103,6 +106,7 @@ def test_functionalize_under_jit():
     np.testing.assert_allclose(v, mlp_jnp(X, W, B), rtol=1e-12)
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_functionalize_under_vmap():
     f = functionalize(mlp_jg)
     xs = jnp.stack([X, 2 * X, -X])
@@ -130,6 +134,7 @@ def test_functionalize_higher_order_and_jacrev():
         jax.jvp(f, (x,), (x,))
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_functionalize_runs_hooks_and_custom_functions():
     def with_hook(x):
         y = x * 3
@@ -258,6 +263,7 @@ def test_compare_grad_on_an_mlp_against_jax_fn():
     assert rep["w2"].shape == (16, 2) and rep[0].name == "x"
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_compare_grad_functionalize_reference_float32_and_tensors():
     args = [jg.tensor(a) for a in mlp_args(np.float32)]
     rep = compare_grad(mlp2_jg, *args)

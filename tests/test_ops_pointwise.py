@@ -117,8 +117,8 @@ def test_round_decimals():
 
 
 def test_bool_subtraction_and_negation_are_errors():
-    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
-        jg.tensor([True]) - jg.tensor([False])
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with two bool tensors is not supported"):
+        jg.tensor([True]) - jg.tensor([False])  # PyTorch's wording for two bools
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
         1 - jg.tensor([True])
     with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not supported"):
@@ -238,7 +238,7 @@ def test_remainder_fmod_floor_divide_values():
     assert jg.div(jg.tensor([7, -7]), 2, rounding_mode="floor").tolist() == [3, -4]
     assert (jg.tensor([7, -7]) % 3).tolist() == [1, 2]
     check_op(jg.remainder, jnp.remainder, [np.array([5.3, -2.2]), np.array([2.0, 1.5])])
-    with pytest.raises(ValueError):
+    with pytest.raises(RuntimeError, match="div expected rounding_mode"):  # PyTorch's class
         jg.div(jg.ones(2), 2, rounding_mode="nearest")
 
 
@@ -377,7 +377,7 @@ def test_cast_to_integer_is_not_differentiable():
     assert t.int().dtype is jg.int32 and t.bool().tolist() == [True, True]
     assert t.to(jg.bool).dtype is jg.bool
     assert jg.tensor([0, 2]).float().tolist() == [0.0, 2.0]
-    assert t.type() == "jgrad.float32" and t.type(jg.float64).dtype is jg.float64
+    assert t.type() == "torch.FloatTensor" and t.type(jg.float64).dtype is jg.float64
     assert t.type_as(jg.tensor([1])).dtype is jg.int64
 
 
@@ -513,6 +513,7 @@ def test_from_jax_value_grad_and_static_kwargs():
     assert jg.from_jax is jg.ops.from_jax
 
 
+@pytest.mark.x64  # its jax reference is float64
 def test_from_jax_decorator_multi_input_multi_output_and_name():
     @jg.ops.from_jax(name="PolarBackward0")
     def polar(r, theta):
@@ -543,6 +544,7 @@ def test_from_jax_second_order_and_scalars():
 
 @pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "sin", "tanh", "sigmoid", "gelu", "silu", "softplus",
                                   "relu", "neg", "reciprocal"])
+@pytest.mark.x64  # its jax reference is float64
 def test_unary_second_order_matches_jax(name):
     fn, ref, _ = UNARY[name]
     x = _data(name, (2, 3), 1)
@@ -556,6 +558,7 @@ def test_unary_second_order_matches_jax(name):
     np.testing.assert_allclose(gg.numpy(), expect, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.x64  # its jax reference is float64
 @pytest.mark.parametrize("name", ["mul", "div", "pow", "maximum", "atan2", "op_pow"])
 def test_binary_second_order_matches_jax(name):
     fn, ref, dom = BINARY[name]

@@ -1,6 +1,7 @@
 """Finite-difference checks of jgrad's gradients (``torch.autograd.gradcheck``).
 
-Imports ``_tensor`` and ``grad_mode``; ``jgrad.autograd.grad`` at the call (the package imports this
+Imports ``_dtype`` (the x64 scope: float64 inputs stay float64 without JAX_ENABLE_X64), ``_tensor`` and
+``grad_mode``; ``jgrad.autograd.grad`` at the call (the package imports this
 module).
 """
 from __future__ import annotations
@@ -9,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from .._dtype import x64_scope
 from .._tensor import Tensor
 from .grad_mode import no_grad
 
@@ -27,14 +29,20 @@ def _eval(func, inputs):
                      for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor))
 
 
+def _on_device(arr, dtype, device):
+    """A tensor of ``arr`` (a copy, of ``dtype``) on ``device``. Inside jgrad's x64 scope: without it JAX would
+    make a float64 array float32 and the finite differences would lose their precision."""
+    from jax import device_put
+    with x64_scope():
+        # A copy: device_put may alias a NumPy buffer on the CPU, and the caller keeps perturbing
+        # `arr` in place (an output that is the input itself would otherwise see both steps).
+        return Tensor._make(device_put(np.array(arr, dtype, copy=True), device.jax_device), device)
+
+
 def _replace(inputs, i, arr):
     out = list(inputs)
     t = inputs[i]
-    # A copy: device_put may alias a NumPy buffer on the CPU, and the caller keeps perturbing
-    # `arr` in place (an output that is the input itself would otherwise see both steps).
-    out[i] = Tensor._make(np.array(arr, t.dtype.np, copy=True), t.device)
-    from jax import device_put
-    out[i]._data = device_put(out[i]._value, t.device.jax_device)
+    out[i] = _on_device(arr, t.dtype.np, t.device)
     return tuple(out)
 
 
@@ -67,9 +75,7 @@ def _analytical_jacobians(func, inputs, diff_idx):
         for k in range(n_out):
             onehot = np.zeros(n_out, out.dtype.np)
             onehot[k] = 1
-            g = Tensor._make(np.asarray(onehot.reshape(out.shape)), out.device)
-            from jax import device_put
-            g._data = device_put(g._value, out.device.jax_device)
+            g = _on_device(onehot.reshape(out.shape), out.dtype.np, out.device)
             if not out._req:
                 grads = [None] * len(diff_idx)
             else:
@@ -84,7 +90,7 @@ def _analytical_jacobians(func, inputs, diff_idx):
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, **_ignored) -> bool:
     """Compare the Jacobians from backward with central finite differences.
 
-    Use float64 inputs (set ``JAX_ENABLE_X64=1``); returns True or raises
+    Use float64 inputs (they work without ``JAX_ENABLE_X64``: jgrad's x64 scope); returns True or raises
     ``GradcheckError`` naming the output, the input and both Jacobians.
     """
     inputs = _as_tuple(inputs)
@@ -120,10 +126,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     outs = [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = [Tensor._make(np.asarray(rng.standard_normal(o.shape), o.dtype.np), o.device) for o in outs]
-        from jax import device_put
-        for g, o in zip(grad_outputs, outs):
-            g._data = device_put(g._value, o.device.jax_device)
+        grad_outputs = [_on_device(rng.standard_normal(o.shape), o.dtype.np, o.device) for o in outs]
     grad_outputs = _as_tuple(grad_outputs)
 
     def first(*args):

@@ -1,9 +1,10 @@
 """``jgrad.nn.functional``: the functional ops of ``torch.nn.functional``.
 
 Everything here is an op of ``jgrad.ops`` (one XLA-compiled kernel each) or
-a short composition of them. ``inplace=True`` mutates the input where jgrad
-has an in-place kernel (relu, tanh, sigmoid, dropout); elsewhere it returns
-a new tensor (see docs/differences.md).
+a short composition of them. ``inplace=True`` writes the input: through its
+in-place kernel (relu, dropout) or by writing the result into it
+(``ops.inplace.write``). More losses, distances and ``embedding_bag`` are in
+``nn.functional_losses``, re-exported here.
 
 Imports the op library (``jgrad.ops`` and its families) and nothing else of jgrad.
 """
@@ -15,16 +16,29 @@ import numpy as np
 
 from .. import ops as _ops
 from ..ops import attention as _attention, conv as _conv, normalization as _norm
-from ..ops import linalg as _linalg, nn_ops as _nn, pointwise as _pw, random_ops as _rand, shape as _shape
+from ..ops import activations as _act, linalg as _linalg, nn_ops as _nn, pointwise as _pw, random_ops as _rand
+from ..ops import shape as _shape
+from ..ops._registry import expect_tensor as _expect_tensor
+from ..ops.inplace import write as _write
 
-linear = _linalg.linear
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias``."""
+    _expect_tensor(input, "linear", "input", 1)
+    _expect_tensor(weight, "linear", "weight", 2)
+    if bias is not None:
+        _expect_tensor(bias, "linear", "bias", 3)
+    return _linalg.linear(input, weight, bias)
+
+
 embedding = _nn.embedding
 layer_norm = _nn.layer_norm
 one_hot = _nn.one_hot
 pad = _shape.pad
-softplus = _pw.softplus
-logsigmoid = _pw.logsigmoid
-gelu = _pw.gelu
+softplus = _act.softplus
+logsigmoid = _act.logsigmoid
+gelu = _act.gelu
 tanh = _pw.tanh
 sigmoid = _pw.sigmoid
 scaled_dot_product_attention = _attention.scaled_dot_product_attention
@@ -46,10 +60,22 @@ __all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "l
            "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "batch_norm",
            "instance_norm", "group_norm", "rms_norm", "relu_", "mish", "hardswish", "hardsigmoid", "glu",
-           "dropout1d", "dropout2d", "dropout3d", "cosine_similarity", "kl_div"]
+           "dropout1d", "dropout2d", "dropout3d", "cosine_similarity", "kl_div", "selu", "celu", "threshold",
+           "softshrink", "hardshrink", "tanhshrink", "prelu"]
 
 
 # ---- activations ---------------------------------------------------------------
+def _maybe_inplace(input, out, inplace):
+    """``inplace=True``: write ``out`` into ``input`` (PyTorch's checks; the version counter is bumped)."""
+    return _write(input, out) if inplace else out
+
+
+def _src(input, inplace):
+    """What an ``inplace=True`` activation computes from: a copy when the input requires grad (the write bumps its
+    version, which would stale what the op saved of it)."""
+    return input.clone() if inplace and input.requires_grad else input
+
+
 def relu(input, inplace: bool = False):
     """``max(input, 0)``."""
     return input.relu_() if inplace else _pw.relu(input)
@@ -62,39 +88,64 @@ def relu_(input):
 
 def relu6(input, inplace: bool = False):
     """``min(max(input, 0), 6)``."""
-    return _pw.hardtanh(input, 0.0, 6.0)
+    return _maybe_inplace(input, _act.hardtanh(_src(input, inplace), 0.0, 6.0), inplace)
 
 
 def silu(input, inplace: bool = False):
     """``input * sigmoid(input)``."""
-    return _pw.silu(input)
+    return _maybe_inplace(input, _act.silu(_src(input, inplace)), inplace)
 
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
-    return _pw.elu(input, alpha)
+    return _maybe_inplace(input, _act.elu(_src(input, inplace), alpha), inplace)
+
+
+def selu(input, inplace: bool = False):
+    """``scale * elu(input, alpha)`` with the self-normalizing constants."""
+    return _maybe_inplace(input, _act.selu(_src(input, inplace)), inplace)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    return _maybe_inplace(input, _act.celu(_src(input, inplace), alpha), inplace)
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    return _pw.leaky_relu(input, negative_slope)
+    return _maybe_inplace(input, _act.leaky_relu(_src(input, inplace), negative_slope), inplace)
 
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    return _pw.hardtanh(input, min_val, max_val)
+    return _maybe_inplace(input, _act.hardtanh(_src(input, inplace), min_val, max_val), inplace)
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """``value`` where ``input <= threshold``, else ``input``."""
+    return _maybe_inplace(input, _act.threshold(_src(input, inplace), threshold, value), inplace)
 
 
 def mish(input, inplace: bool = False):
     """``input * tanh(softplus(input))``."""
-    return input * _pw.softplus(input).tanh()
+    _act._float_act("mish", input, "mish_cpu")
+    x = _src(input, inplace)
+    return _maybe_inplace(input, x * _act.softplus(x).tanh(), inplace)
 
 
 def hardsigmoid(input, inplace: bool = False):
     """``relu6(input + 3) / 6``."""
-    return _pw.hardtanh(input + 3.0, 0.0, 6.0) / 6.0
+    return _maybe_inplace(input, _act.hardsigmoid(_src(input, inplace)), inplace)
 
 
 def hardswish(input, inplace: bool = False):
     """``input * relu6(input + 3) / 6``."""
-    return input * hardsigmoid(input)
+    return _maybe_inplace(input, _act.hardswish(_src(input, inplace)), inplace)
+
+
+softshrink, hardshrink, prelu = _act.softshrink, _act.hardshrink, _act.prelu
+
+
+def tanhshrink(input):
+    """``input - tanh(input)``."""
+    return input - input.tanh()
 
 
 def glu(input, dim: int = -1):
@@ -300,3 +351,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
                          f"({list(input.shape)})")
     return _nn.binary_cross_entropy_with_logits(input, target, weight, reduction=reduction, pos_weight=pos_weight)
+
+
+from .functional_losses import *  # noqa: E402,F401,F403  (more losses, distances and embedding_bag)
+from .functional_losses import __all__ as _more  # noqa: E402
+
+__all__ += _more

@@ -5,9 +5,10 @@ Imports the op families, ``pointwise`` first (the others build on its helpers). 
 builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad._factories``,
 the factories lower layers call.
 """
-from . import pointwise, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
+from . import pointwise, pointwise_inplace, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
 from . import (attention, conv, creation, indexing, linalg, misc, nn_ops, normalization,  # noqa: F401
                random_ops, reduction, shape, sorting)
+from . import elementwise, activations, products, assemble, stats  # noqa: F401  (issue 26: the missing names)
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, tensor, zeros, zeros_like)
 from .from_jax import from_jax  # noqa: F401
@@ -33,6 +34,13 @@ from .compat import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleT
                      HalfTensor, IntTensor, LongTensor, ShortTensor, broadcast_shapes, broadcast_tensors,
                      channels_last, channels_last_3d, contiguous_format, is_complex, is_floating_point,
                      memory_format, preserve_format)
+from .elementwise import *  # noqa: F401,F403
+from .products import *  # noqa: F401,F403
+from .assemble import *  # noqa: F401,F403
+from .stats import *  # noqa: F401,F403
+from .activations import (celu, elu, gelu, hardshrink, hardtanh, leaky_relu, logsigmoid, prelu, selu,  # noqa: F401
+                          silu, softplus, softshrink, threshold)
+from .misc import outer as ger  # noqa: F401
 
 swapaxes = transpose
 
@@ -45,3 +53,5 @@ from .complex_ops import *  # noqa: F401,F403,E402
 from .linalg_methods import *  # noqa: F401,F403,E402
 from .special_ops import *  # noqa: F401,F403,E402
 from .statistics import *  # noqa: F401,F403,E402
+
+from . import inplace  # noqa: F401,E402  (last: in-place variants of the methods that exist by now)

@@ -216,16 +216,18 @@ def check_extent(shape, itemsize, name):
     return shape
 
 
-# PyTorch's ScalarType names, which its error messages use ("Got: Long").
-_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-                 "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-                 "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+from .._dtype import scalar_name as scalar_type_name  # noqa: E402  (PyTorch's dtype names: "Long")
 
 
-def scalar_type_name(dt) -> str:
-    """PyTorch's name of a dtype in error messages (``jg.int64`` -> ``Long``)."""
-    name = getattr(dt, "name", None) or str(dt)
-    return _SCALAR_NAMES.get(name, name)
+def refuse(kernel, t, kinds):
+    """PyTorch's ``NotImplementedError`` when ``t``'s dtype is one its kernel lacks (``kinds``: "b" bool, "i"
+    integers, "f" floating): ``"frac_cpu" not implemented for 'Long'``. Non-tensors pass."""
+    dt = getattr(t, "dtype", None) if isinstance(t, Tensor) else None
+    if dt is None:
+        return
+    kind = "b" if dt.name == "bool" else "f" if (dt.is_floating_point or dt.is_complex) else "i"
+    if kind in kinds:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{scalar_type_name(dt)}'")
 
 
 def broadcast_shapes(*shapes):

@@ -382,9 +382,11 @@ def _adaptive_max_fwd(x, *, bins, return_indices, index_dtype):
     for cell in np.ndindex(*[len(b) for b in bins]):
         box = tuple(slice(*bins[j][c]) for j, c in enumerate(cell))
         part = x[(Ellipsis,) + box].reshape(lead + (-1,))
-        vals.append(jnp.max(part, axis=-1))
+        # the value at the first maximum (NaN counts as the maximum): the gradient goes to that one element, as
+        # PyTorch's (jnp.max would share it among tied maxima)
+        local = jnp.argmax(jax.lax.stop_gradient(part), axis=-1)
+        vals.append(jnp.take_along_axis(part, local[..., None], axis=-1)[..., 0])
         if return_indices:
-            local = jnp.argmax(jax.lax.stop_gradient(part), axis=-1)
             sizes = [bins[j][c][1] - bins[j][c][0] for j, c in enumerate(cell)]
             coords = jnp.unravel_index(local, sizes)
             flat = sum(((coords[j] + bins[j][c][0]) * math.prod(spatial[j + 1:]) for j, c in enumerate(cell)),
@@ -402,9 +404,10 @@ ADAPTIVE_MAX_INDICES = Op("AdaptiveMaxPoolBackward0", _adaptive_max_fwd, num_out
 
 def _adaptive_bins(input, nd, output_size, name):
     _batched(input, nd, name)
-    sizes = _tuple(output_size, nd, "output_size") if not isinstance(output_size, int) else (output_size,) * nd
     spatial = input.shape[-nd:]
-    sizes = tuple(spatial[i] if sizes[i] is None else sizes[i] for i in range(nd))
+    if isinstance(output_size, (tuple, list)) and len(output_size) == nd:  # None keeps that dim's size
+        output_size = tuple(spatial[i] if s is None else s for i, s in enumerate(output_size))
+    sizes = _tuple(output_size, nd, "output_size") if not isinstance(output_size, int) else (output_size,) * nd
     for i in range(nd):
         if spatial[i] == 0:
             raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "

@@ -16,7 +16,7 @@ from .. import _dtype
 from .._dispatch import Op, call, call_inplace
 from .._tensor import Tensor
 from ..autograd.node import InputMetadata
-from ._registry import tensor_method
+from ._registry import broadcast_shapes, tensor_method
 from .pointwise import clone
 
 
@@ -24,7 +24,13 @@ def _cast_bwd(ctx, g):
     return (g.astype(ctx.in_avals[0][1]),)
 
 
-CAST = Op("ToCopyBackward0", lambda a, dtype: a.astype(dtype), _cast_bwd, save=())
+def _cast_fwd(a, dtype):
+    if jnp.issubdtype(a.dtype, jnp.floating) and jnp.issubdtype(dtype, jnp.integer) and jnp.dtype(dtype).itemsize < 4:
+        return a.astype(jnp.int64).astype(dtype)  # PyTorch's: through a wide integer, wrapping (-1.0 -> 255)
+    return a.astype(dtype)
+
+
+CAST = Op("ToCopyBackward0", _cast_fwd, _cast_bwd, save=())
 
 
 def _cast(t, dt):
@@ -111,8 +117,8 @@ def cuda(self, device=None):
 
 @tensor_method("type")
 def _type(self, dtype=None):  # not named ``type``: that would shadow the builtin in this module
-    if dtype is None:
-        return f"jgrad.{self.dtype.name}"
+    if dtype is None:  # PyTorch's legacy type string ("torch.FloatTensor"), which ported programs compare with
+        return f"torch.{'cuda.' if self._device.type == 'gpu' else ''}{_dtype.scalar_name(self.dtype)}Tensor"
     return _cast(self, dtype)
 
 
@@ -123,7 +129,7 @@ def type_as(self, other):
 
 for _name, _dt in (("float", _dtype.float32), ("double", _dtype.float64), ("half", _dtype.float16),
                    ("bfloat16", _dtype.bfloat16), ("long", _dtype.int64), ("int", _dtype.int32),
-                   ("bool", _dtype.bool)):
+                   ("short", _dtype.int16), ("char", _dtype.int8), ("byte", _dtype.uint8), ("bool", _dtype.bool)):
     tensor_method(_name)(lambda self, _dt=_dt: _cast(self, _dt if _dt.itemsize < 8 or _dtype.x64_enabled()
                                                      else _dtype.canonical(_dt)))
 
@@ -135,6 +141,11 @@ COPY = Op("CopyBackwards", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), 
 @tensor_method("copy_")
 def copy_(self, src, non_blocking=False):
     """Copy ``src`` into this tensor (broadcasting, casting and moving devices as needed)."""
+    if isinstance(src, Tensor) and tuple(src.shape) != tuple(self.shape):
+        shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))  # PyTorch's wording for a mismatch
+        if shape != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(shape)}")
     if isinstance(src, Tensor) and src.device is not self.device:
         src = _transfer(src, self.device)
     return call_inplace(COPY, self, src)

@@ -76,7 +76,14 @@ def _lerp_fwd(a, b, w):
 
 
 LERP = Op("LerpBackward0", _lerp_fwd)
-ADDCMUL = Op("AddcmulBackward0", lambda a, t1, t2, value: (lambda x, y, z: x + value * y * z)(*_promote(a, t1, t2)))
+def _addcmul_fwd(a, t1, t2, value):
+    x, y, z = _promote(a, t1, t2)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):  # PyTorch casts value to the integer type
+        value = int(value)
+    return x + jnp.asarray(value, x.dtype) * y * z
+
+
+ADDCMUL = Op("AddcmulBackward0", _addcmul_fwd)
 ADDCDIV = Op("AddcdivBackward0", lambda a, t1, t2, value: (lambda x, y, z: x + value * y / z)(*_promote(a, t1, t2)))
 def _outer_fwd(a, b):
     dt = _dtype.result_type(a, b)
@@ -93,7 +100,17 @@ def _xlogy_fwd(x, y):
     return jax.scipy.special.xlogy(x, y)
 
 
-XLOGY = Op("XlogyBackward0", _xlogy_fwd)
+def _xlogy_bwd(ctx, g):
+    x, y = _promote(*ctx.saved)
+    x, y = x.astype(g.dtype), y.astype(g.dtype)
+    # PyTorch's: xlogy(grad, other), 0 where self == 0 and other <= 0
+    gx = jnp.where((x == 0) & (y <= 0), jnp.zeros((), g.dtype), jax.scipy.special.xlogy(g, y)) \
+        if ctx.needs_input_grad[0] else None
+    gy = g * x / y if ctx.needs_input_grad[1] else None
+    return gx, gy
+
+
+XLOGY = Op("XlogyBackward0", _xlogy_fwd, _xlogy_bwd, save=(0, 1))
 
 
 @tensor_method()
@@ -122,13 +139,19 @@ def addcmul_(input, tensor1, tensor2, *, value=1):
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """``input + value * tensor1 / tensor2``."""
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
-        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release addcdiv "
-                           "will perform a true division of tensor1 and tensor2.")
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future  release addcdiv "
+                           "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be "
+                           "implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+                           "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+                           "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+                           "for all dtypes.")
     return call(ADDCDIV, input, tensor1, tensor2, value=value)
 
 
 @tensor_method("addcdiv_")
 def addcdiv_(input, tensor1, tensor2, *, value=1):
+    if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
+        return addcdiv(input, tensor1, tensor2, value=value)  # PyTorch's error for integer division
     return call_inplace(ADDCDIV, input, tensor1, tensor2, value=value)
 
 
@@ -241,8 +264,14 @@ def movedim(input, source, destination):
 
 moveaxis = movedim
 
-INDEX_ADD = Op("IndexAddBackward0", lambda a, idx, src, dim, alpha: a.at[
-    (slice(None),) * dim + (idx,)].add((src * alpha).astype(a.dtype)))
+def _index_add_fwd(a, idx, src, dim, alpha):
+    at = (slice(None),) * dim + (idx,)
+    if a.dtype == jnp.bool_:  # bool: an element becomes True if anything True is added to it
+        return a.astype(jnp.int32).at[at].add((src * alpha).astype(jnp.int32)) != 0
+    return a.at[at].add((src * alpha).astype(a.dtype))
+
+
+INDEX_ADD = Op("IndexAddBackward0", _index_add_fwd)
 
 
 @tensor_method()

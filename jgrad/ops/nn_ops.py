@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from .. import _dtype
 from .._checks import check_range, check_values
 from .._dispatch import Op, call
-from ._registry import broadcast_shapes, host_values, tensor_method, wrap_dim
+from ._registry import broadcast_shapes, expect_tensor, host_values, refuse, scalar_type_name, tensor_method, wrap_dim
 
 
 def _softmax_bwd(ctx, g):
@@ -50,16 +50,28 @@ def _softmax_dim(name, dim, ndim):
     return implicit
 
 
+def _softmax(op, name, input, dim, dtype):
+    expect_tensor(input, name)
+    d = _softmax_dim(name, dim, input.ndim)
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex) and input.numel():
+        last = input.ndim <= 1 or d == input.ndim - 1
+        refuse(f"{name}_lastdim_kernel_impl" if last else f"{name}_kernel_impl", input, "bi")
+    if dtype is None and not input.numel() and not input.dtype.is_floating_point:
+        return input.clone()  # nothing to compute: PyTorch returns the empty input's dtype
+    input = _float_input(input, dtype)
+    if input.ndim == 0:  # a 0-d tensor is its own (only) class
+        return call(op, input.reshape(1), dim=0).reshape(())
+    return call(op, input, dim=d)
+
+
 @tensor_method()
 def softmax(input, dim=None, dtype=None):
-    input = _float_input(input, dtype)
-    return call(SOFTMAX, input, dim=_softmax_dim("softmax", dim, input.ndim))
+    return _softmax(SOFTMAX, "softmax", input, dim, dtype)
 
 
 @tensor_method()
 def log_softmax(input, dim=None, dtype=None):
-    input = _float_input(input, dtype)
-    return call(LOG_SOFTMAX, input, dim=_softmax_dim("log_softmax", dim, input.ndim))
+    return _softmax(LOG_SOFTMAX, "log_softmax", input, dim, dtype)
 
 
 def _reduce(loss, reduction, weight_sum=None):
@@ -68,7 +80,12 @@ def _reduce(loss, reduction, weight_sum=None):
     if reduction == "sum":
         return jnp.sum(loss)
     if reduction == "mean":
-        return jnp.sum(loss) / weight_sum if weight_sum is not None else jnp.mean(loss)
+        if weight_sum is None:
+            return jnp.mean(loss)
+        # every target ignored: the loss is 0/0 = NaN, as PyTorch's, but the gradient is 0 (PyTorch's formula
+        # never divides the ignored terms' zero weights by the zero total)
+        safe = jnp.where(weight_sum == 0, jnp.ones((), weight_sum.dtype), weight_sum)
+        return jnp.where(weight_sum == 0, jnp.full((), jnp.nan, loss.dtype), jnp.sum(loss) / safe)
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
@@ -164,6 +181,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 def _check_targets(input, target, ignore_index, name):
+    if target.dtype not in (_dtype.int64, _dtype.uint8):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {scalar_type_name(target.dtype)}")
     n_classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
     check_range(target, 0, n_classes, lambda bad: IndexError(f"Target {bad} is out of bounds."), name,
                 ignore=ignore_index)
@@ -219,6 +238,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
+    if pos_weight is not None and pos_weight.requires_grad:
+        from ..autograd import is_grad_enabled
+        if is_grad_enabled():
+            raise RuntimeError("The function 'binary_cross_entropy_with_logits' is not differentiable with respect "
+                               "to argument 'pos_weight'. This input cannot have requires_grad True.")
     return call(BCE_LOGITS, input, target, weight, pos_weight, reduction=reduction)
 
 
@@ -256,7 +280,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return call(LAYER_NORM, input, weight, bias, shape=shape, eps=float(eps))
 
 
-def _embedding_fwd(w, idx, padding_idx):
+def _embedding_fwd(w, idx, padding_idx, scale_grad_by_freq=False):
     return jnp.take(w, idx, axis=0, mode="clip")  # an index out of range (reported by its check) reads a clamped row
 
 
@@ -266,7 +290,12 @@ def _embedding_bwd(ctx, g):
     pad = ctx.attrs["padding_idx"]
     if pad is not None:
         g = jnp.where((idx == pad)[..., None], 0, g)
-    gw = jnp.zeros(w_shape, g.dtype).at[jnp.clip(idx.reshape(-1), 0, w_shape[0] - 1)].add(g.reshape(-1, w_shape[1]))
+    flat = jnp.clip(idx.reshape(-1), 0, w_shape[0] - 1)
+    g = g.reshape(-1, w_shape[1])
+    if ctx.attrs.get("scale_grad_by_freq"):  # each row's gradient divided by how often its index occurs
+        counts = jnp.zeros((w_shape[0],), g.dtype).at[flat].add(1)
+        g = g / counts[flat][:, None]
+    gw = jnp.zeros(w_shape, g.dtype).at[flat].add(g)
     return gw, None
 
 
@@ -285,6 +314,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
     check_range(input, 0, weight.shape[0], lambda bad: IndexError("index out of range in self"), "embedding")
+    if scale_grad_by_freq:
+        return call(EMBEDDING, weight, input, padding_idx=padding_idx, scale_grad_by_freq=True)
     return call(EMBEDDING, weight, input, padding_idx=padding_idx)
 
 

@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, activations, where, clamp,
+"""Elementwise ops: arithmetic with PyTorch's type promotion, unary math, where, clamp,
 clone, in-place arithmetic and Python's arithmetic operators on ``Tensor``.
 
 The helpers every elementwise family uses live here too: ``_promote`` (PyTorch's result type),
@@ -18,14 +18,14 @@ from .. import _dtype
 from .._checks import check_values
 from .._dispatch import Op, call, call_inplace, call_keyed
 from .._tensor import Tensor
-from ._registry import broadcast_shapes, expect_tensor, host_values, scalar_type_name, tensor_method, type_name
+from ._registry import (broadcast_shapes, expect_tensor, host_values, refuse, scalar_type_name, tensor_method,
+                        type_name)
 
 __all__ = ["add", "sub", "mul", "div", "true_divide", "divide", "multiply", "subtract", "floor_divide", "pow",
            "maximum", "minimum", "remainder", "fmod", "atan2", "neg", "negative", "abs", "absolute", "exp", "log",
            "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "asin", "acos",
            "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "sigmoid", "relu", "erf", "reciprocal",
-           "square", "sign", "floor", "ceil", "round", "trunc", "silu", "logsigmoid", "gelu", "softplus",
-           "leaky_relu", "elu", "hardtanh", "clamp", "clip", "where", "clone"]
+           "square", "sign", "floor", "ceil", "round", "trunc", "clamp", "clip", "where", "clone"]
 
 _Number = (int, float, bool, complex)
 
@@ -70,6 +70,8 @@ def _check_int_division(a, b):
     GPU tensor): reading those costs no device sync. Float division is never checked (it gives inf/nan)."""
     if not (_is_integral(a) and _is_integral(b)):
         return
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        broadcast_shapes(tuple(a.shape), tuple(b.shape))  # PyTorch reports a shape mismatch first
     if isinstance(b, Tensor):
         if b.dtype is _dtype.bool or not _host_has_zero(b):
             return
@@ -122,7 +124,7 @@ _BOOL_NEG = ("Negation, the `-` operator, on a bool tensor is not supported. If 
 
 
 def _sub_fwd(a, b):
-    if jnp.result_type(a) == jnp.bool_ or jnp.result_type(b) == jnp.bool_:  # PyTorch forbids it (trace time)
+    if jnp.result_type(a) == jnp.bool_ or jnp.result_type(b) == jnp.bool_:  # sub() checks first (PyTorch's words)
         raise RuntimeError(_BOOL_SUB)
     a, b = _promote(a, b)
     return a - b
@@ -156,10 +158,25 @@ def _div_fwd(a, b, rounding_mode=None):
             a, b = a.astype(_dtype.get_default_dtype().np), b.astype(_dtype.get_default_dtype().np)
         return a / b
     if rounding_mode == "trunc":
-        return jnp.trunc(a / b).astype(a.dtype) if jnp.issubdtype(a.dtype, jnp.inexact) else jax.lax.div(a, b)
+        if jnp.issubdtype(a.dtype, jnp.inexact):
+            return jnp.trunc(a / b).astype(a.dtype)
+        return jax.lax.div(*jnp.broadcast_arrays(a, b))
     if rounding_mode == "floor":
-        return jnp.floor_divide(a, b)
-    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+        return _floor_div_float(a, b) if jnp.issubdtype(a.dtype, jnp.inexact) else jnp.floor_divide(a, b)
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                       f"'{rounding_mode}'")
+
+
+def _floor_div_float(a, b):
+    """PyTorch's ``div_floor_floating`` (so infinities give NaN and zeros keep the quotient's sign, as there)."""
+    a, b = jnp.broadcast_arrays(a, b)
+    mod = jnp.fmod(a, b)
+    div = (a - mod) / b
+    div = jnp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    fl = jnp.floor(div)
+    fl = jnp.where(div - fl > 0.5, fl + 1, fl)
+    out = jnp.where(div != 0, fl, jnp.copysign(jnp.zeros_like(div), a / b))
+    return jnp.where(b == 0, a / b, out)
 
 
 def _div_bwd(ctx, g):
@@ -172,7 +189,9 @@ def _div_bwd(ctx, g):
 
 
 def _pow_fwd(a, b):
-    a, b = _promote(a, b)  # int ** 0.5 -> float, 2.0 ** int_tensor -> default float
+    a, b = _promote(a, b)
+    if a.dtype == jnp.bool_:  # bool ** Python bool (a bool tensor ** a bool tensor is refused at the op)
+        return a | ~b  # int ** 0.5 -> float, 2.0 ** int_tensor -> default float
     if jnp.issubdtype(a.dtype, jnp.integer):
         return _int_pow(a, b)
     return a ** b
@@ -181,12 +200,24 @@ def _pow_fwd(a, b):
 def _int_pow(a, b):
     """Integer powers as PyTorch computes them: a negative exponent gives 1 for a base of 1, +-1 for -1, else 0
     (``jnp.power`` returns garbage there)."""
-    out = a ** jnp.maximum(b, 0)
+    out = _int_pow_nonneg(a, jnp.maximum(b, 0))
     if not jnp.issubdtype(b.dtype, jnp.signedinteger):
         return out
     one = jnp.ones((), a.dtype)
     neg = jnp.where(a == 1, one, jnp.where(a == -1, jnp.where(b % 2 == 0, one, -one), jnp.zeros((), a.dtype)))
     return jnp.where(b < 0, neg, out)
+
+
+def _int_pow_nonneg(a, e):
+    """``a ** e`` for integers ``e >= 0`` by square-and-multiply: overflow wraps modulo 2**bits, as PyTorch's
+    (``jnp.power`` gives other values once it overflows)."""
+    a, e = jnp.broadcast_arrays(a, e.astype(a.dtype))
+
+    def step(_, state):
+        result, base, e = state
+        result = jnp.where(e & 1, result * base, result)
+        return result, base * base, e >> 1
+    return jax.lax.fori_loop(0, a.dtype.itemsize * 8, step, (jnp.ones_like(a), a, e))[0]
 
 
 def _pow_bwd(ctx, g):
@@ -200,18 +231,19 @@ def _pow_bwd(ctx, g):
     return ga, gb
 
 
-def _maximum_bwd(ctx, g):
-    a, b = ctx.saved
-    a, b = _promote(a, b)
-    half = jnp.where(a == b, 0.5, 1.0).astype(g.dtype)
-    return (g * (a >= b) * half, g * (b >= a) * half)
+def _extremum_bwd(lose_a):
+    """PyTorch's maximum/minimum backward: half to each at a tie, nothing to the operand that lost; with a NaN
+    neither lost, so both get the whole gradient."""
+    def bwd(ctx, g):
+        a, b = _promote(*ctx.saved)
+        full = jnp.where(a == b, g / 2, g)
+        zero = jnp.zeros((), g.dtype)
+        return jnp.where(lose_a(a, b), zero, full), jnp.where(lose_a(b, a), zero, full)
+    return bwd
 
 
-def _minimum_bwd(ctx, g):
-    a, b = ctx.saved
-    a, b = _promote(a, b)
-    half = jnp.where(a == b, 0.5, 1.0).astype(g.dtype)
-    return (g * (a <= b) * half, g * (b <= a) * half)
+_maximum_bwd = _extremum_bwd(lambda x, y: x < y)
+_minimum_bwd = _extremum_bwd(lambda x, y: x > y)
 
 
 ADD = Op("AddBackward0", _add_fwd, _add_bwd, save=())
@@ -222,8 +254,22 @@ DIV = Op("DivBackward0", _div_fwd, _div_bwd, save=(0, 1))
 POW = Op("PowBackward0", _pow_fwd, _pow_bwd, save=(0, 1))
 MAXIMUM = Op("MaximumBackward0", lambda a, b: jnp.maximum(*_promote(a, b)), _maximum_bwd, save=(0, 1))
 MINIMUM = Op("MinimumBackward0", lambda a, b: jnp.minimum(*_promote(a, b)), _minimum_bwd, save=(0, 1))
-REMAINDER = Op("RemainderBackward0", lambda a, b: jnp.remainder(*_promote(a, b)))
-FMOD = Op("FmodBackward0", lambda a, b: jnp.fmod(*_promote(a, b)))
+
+
+def _mod_bwd(rounding):
+    """PyTorch's: ``g`` to the dividend, ``-g * (a / b rounded)`` to the divisor (floor for remainder, trunc for
+    fmod)."""
+    def bwd(ctx, g):
+        a, b = _promote(*ctx.saved)
+        q = _floor_div_float(a, b) if rounding == "floor" else jnp.trunc(a / b)
+        return (g if ctx.needs_input_grad[0] else None, -g * q if ctx.needs_input_grad[1] else None)
+    return bwd
+
+
+REMAINDER = Op("RemainderBackward0", lambda a, b: jnp.remainder(*_promote(a, b)), _mod_bwd("floor"), save=(0, 1))
+REMAINDER_SCALAR = Op("RemainderBackward1", lambda a, b: jnp.remainder(*_promote(a, b)),
+                      lambda ctx, g: _no_derivative("remainder")(ctx, g), save=())
+FMOD = Op("FmodBackward0", lambda a, b: jnp.fmod(*_promote(a, b)), _mod_bwd("trunc"), save=(0, 1))
 ATAN2 = Op("Atan2Backward0", lambda a, b: jnp.arctan2(*_promote(*map(_float_promote_any, (a, b)))))
 
 
@@ -231,9 +277,24 @@ def _float_promote_any(x):
     return x if isinstance(x, _Number) else _float_promote(x)
 
 
+def _check_bool_sub(a, b):
+    if isinstance(a, Tensor) and a.dtype is _dtype.bool and isinstance(b, Tensor) and b.dtype is _dtype.bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
+    if (isinstance(a, Tensor) and a.dtype is _dtype.bool) or (isinstance(b, Tensor) and b.dtype is _dtype.bool):
+        raise RuntimeError(_BOOL_SUB)
+
+
+def _check_alpha(input, other, alpha):
+    if isinstance(alpha, float) and _is_integral(input) and _is_integral(other):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+
+
 def add(input, other, *, alpha=1):
     """``input + alpha * other`` with PyTorch's type promotion."""
     expect_tensor(input, "add")
+    if alpha != 1:
+        _check_alpha(input, other, alpha)
     if alpha == 1:
         return call(ADD, input, _check_operand(other, "add"))
     return call(ADD_ALPHA, input, _check_operand(other, "add"), alpha)
@@ -241,6 +302,9 @@ def add(input, other, *, alpha=1):
 
 def sub(input, other, *, alpha=1):
     expect_tensor(input, "sub")
+    _check_bool_sub(input, other)
+    if alpha != 1:
+        _check_alpha(input, other, alpha)
     if alpha == 1:
         return call(SUB, input, _check_operand(other, "sub"))
     return call(ADD_ALPHA, input, _check_operand(other, "sub"), -alpha)
@@ -251,9 +315,16 @@ def mul(input, other):
     return call(MUL, input, _check_operand(other, "mul"))
 
 
+def _check_rounding(rounding_mode):
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+
+
 def div(input, other, *, rounding_mode=None):
     expect_tensor(input, "div")
     other = _check_operand(other, "div")
+    _check_rounding(rounding_mode)
     if rounding_mode is None:
         return call(DIV, input, other)
     _check_int_division(input, other)
@@ -264,8 +335,22 @@ true_divide = divide = div
 multiply, subtract = mul, sub
 
 
+def _no_derivative(name):
+    def bwd(ctx, g):
+        raise RuntimeError(f"derivative for aten::{name} is not implemented")
+    return bwd
+
+
+FLOOR_DIVIDE = Op("FloorDivideBackward0", lambda a, b: _div_fwd(a, b, "floor"), _no_derivative("floor_divide"),
+                  save=())
+
+
 def floor_divide(input, other):
-    return div(input, other, rounding_mode="floor")
+    """``input // other`` (rounded toward -inf); PyTorch has no derivative for it."""
+    expect_tensor(input, "floor_divide")
+    other = _check_operand(other, "floor_divide")
+    _check_int_division(input, other)
+    return call(FLOOR_DIVIDE, input, other)
 
 
 def pow(input, exponent):  # noqa: A001 - PyTorch's name
@@ -273,7 +358,15 @@ def pow(input, exponent):  # noqa: A001 - PyTorch's name
     if not isinstance(input, Tensor):
         expect_tensor(exponent, "pow", "exponent", pos=None)
     _check_int_pow(input, exponent)
+    _check_bool_pow(input, exponent)
     return call(POW, input, exponent)
+
+
+def _check_bool_pow(base, exponent):
+    if isinstance(base, Tensor) and isinstance(exponent, Tensor) and base.dtype is _dtype.bool and \
+            exponent.dtype is _dtype.bool:
+        broadcast_shapes(tuple(base.shape), tuple(exponent.shape))  # PyTorch reports a shape mismatch first
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
 
 
 def _binary(op, name, input, other):
@@ -281,12 +374,19 @@ def _binary(op, name, input, other):
     return call(op, input, _check_operand(other, name))
 
 
+def _tensors_only(op, name, input, other):
+    """Binary ops whose ``other`` must be a tensor in PyTorch (``maximum(x, 2)`` is a TypeError)."""
+    expect_tensor(input, name)
+    expect_tensor(other, name, "other", pos=None)
+    return call(op, input, other)
+
+
 def maximum(input, other):
-    return _binary(MAXIMUM, "maximum", input, other)
+    return _tensors_only(MAXIMUM, "maximum", input, other)
 
 
 def minimum(input, other):
-    return _binary(MINIMUM, "minimum", input, other)
+    return _tensors_only(MINIMUM, "minimum", input, other)
 
 
 def remainder(input, other):
@@ -296,7 +396,7 @@ def remainder(input, other):
     else:
         other = _check_operand(other, "remainder")
     _check_int_division(input, other)
-    return call(REMAINDER, input, other)
+    return call(REMAINDER if isinstance(input, Tensor) else REMAINDER_SCALAR, input, other)
 
 
 def fmod(input, other):
@@ -307,17 +407,37 @@ def fmod(input, other):
 
 
 def atan2(input, other):
-    return _binary(ATAN2, "atan2", input, other)
+    return _tensors_only(ATAN2, "atan2", input, other)
 
 
 # ---- unary math ------------------------------------------------------------------
+def _sign(a):
+    """PyTorch's sign: 0 for NaN (and for -0.0), bool stays bool."""
+    if a.dtype == jnp.bool_ or jnp.issubdtype(a.dtype, jnp.unsignedinteger):
+        return a if a.dtype == jnp.bool_ else (a > 0).astype(a.dtype)
+    return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
+
+
+def _relu_fwd(a):
+    if a.dtype == jnp.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    return jnp.where(a < 0, jnp.zeros((), a.dtype), a)  # relu(-0.0) is -0.0 and relu(nan) nan, as PyTorch's
+
+
+def _abs_fwd(a):
+    if a.dtype == jnp.bool_:
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+    return jnp.abs(a)
+
+
 def _unary(name, fwd, bwd=None, save=(0,), save_outputs=False, float_only=True):
     f = (lambda a: fwd(_float_promote(a))) if float_only else fwd
     return Op(name, f, bwd, save=save if bwd is not None else None, save_outputs=save_outputs)
 
 
 NEG = _unary("NegBackward0", _neg_fwd, lambda ctx, g: (-g,), save=(), float_only=False)
-ABS = _unary("AbsBackward0", jnp.abs, lambda ctx, g: (g * jnp.sign(ctx.saved[0]),), float_only=False)
+ABS = _unary("AbsBackward0", lambda a: _abs_fwd(a), lambda ctx, g: (g * _sign(ctx.saved[0]).astype(g.dtype),),
+             float_only=False)
 EXP = _unary("ExpBackward0", jnp.exp, lambda ctx, g: (g * ctx.outputs[0],), save=(), save_outputs=True)
 LOG = _unary("LogBackward0", jnp.log, lambda ctx, g: (g / ctx.saved[0],))
 LOG2 = _unary("Log2Backward0", jnp.log2, lambda ctx, g: (g / (ctx.saved[0] * jnp.log(2.0)),))
@@ -333,8 +453,8 @@ TAN = _unary("TanBackward0", jnp.tan, lambda ctx, g: (g * (1 + ctx.outputs[0] **
 TANH = _unary("TanhBackward0", jnp.tanh, lambda ctx, g: (g * (1 - ctx.outputs[0] ** 2),), save=(), save_outputs=True)
 SIGMOID = _unary("SigmoidBackward0", jax.nn.sigmoid,
                  lambda ctx, g: (g * ctx.outputs[0] * (1 - ctx.outputs[0]),), save=(), save_outputs=True)
-RELU = _unary("ReluBackward0", jax.nn.relu, lambda ctx, g: (jnp.where(ctx.outputs[0] > 0, g, 0),), save=(),
-              save_outputs=True, float_only=False)
+RELU = _unary("ReluBackward0", lambda a: _relu_fwd(a), lambda ctx, g: (jnp.where(ctx.outputs[0] <= 0, 0, g),),
+              save=(), save_outputs=True, float_only=False)
 ASIN = _unary("AsinBackward0", jnp.arcsin)
 ACOS = _unary("AcosBackward0", jnp.arccos)
 ATAN = _unary("AtanBackward0", jnp.arctan)
@@ -343,30 +463,26 @@ COSH = _unary("CoshBackward0", jnp.cosh)
 ERF = _unary("ErfBackward0", jax.scipy.special.erf)
 RECIPROCAL = _unary("ReciprocalBackward0", jnp.reciprocal,
                     lambda ctx, g: (-g * ctx.outputs[0] ** 2,), save=(), save_outputs=True)
-SQUARE = _unary("PowBackward0", jnp.square, lambda ctx, g: (2 * g * ctx.saved[0],), float_only=False)
-SIGN = Op("SignBackward0", jnp.sign, lambda ctx, g: (jnp.zeros_like(g),), save=())
-FLOOR = Op("FloorBackward0", jnp.floor, lambda ctx, g: (jnp.zeros_like(g),), save=())
-CEIL = Op("CeilBackward0", jnp.ceil, lambda ctx, g: (jnp.zeros_like(g),), save=())
-ROUND = Op("RoundBackward0", lambda a, decimals=0: jnp.round(a, decimals), lambda ctx, g: (jnp.zeros_like(g),),
-           save=())
-TRUNC = Op("TruncBackward0", jnp.trunc, lambda ctx, g: (jnp.zeros_like(g),), save=())
+SQUARE = _unary("PowBackward0", lambda a: jnp.square(a.astype(jnp.int64) if a.dtype == jnp.bool_ else a),
+                lambda ctx, g: (2 * g * ctx.saved[0],), float_only=False)
+SIGN = Op("SignBackward0", lambda a: _sign(a), lambda ctx, g: (jnp.zeros_like(g),), save=())
 
 
-def _gelu(a, approximate="none"):
-    return jax.nn.gelu(a, approximate=approximate == "tanh")
+def _rounding(name, fn):
+    """floor/ceil/trunc/round: integers pass through, bool is refused (``"floor_vml_cpu" not implemented for
+    'Bool'``), as PyTorch's kernels."""
+    def fwd(a, **kw):
+        if a.dtype == jnp.bool_:
+            raise NotImplementedError(f"\"{name}_vml_cpu\" not implemented for 'Bool'")
+        return a if jnp.issubdtype(a.dtype, jnp.integer) else fn(a, **kw)
+    return fwd
 
 
-def _softplus(a, beta=1.0, threshold=20.0):
-    return jnp.where(a * beta > threshold, a, jax.nn.softplus(a * beta) / beta)
-
-
-GELU = Op("GeluBackward0", lambda a, approximate="none": _gelu(_float_promote(a), approximate))
-SILU = Op("SiluBackward0", lambda a: jax.nn.silu(_float_promote(a)))
-SOFTPLUS = Op("SoftplusBackward0", lambda a, beta=1.0, threshold=20.0: _softplus(_float_promote(a), beta, threshold))
-LEAKY_RELU = Op("LeakyReluBackward0", lambda a, negative_slope=0.01: jnp.where(a > 0, a, a * negative_slope))
-ELU = Op("EluBackward0", lambda a, alpha=1.0: jax.nn.elu(_float_promote(a), alpha))
-LOGSIGMOID = Op("LogSigmoidBackward0", lambda a: jax.nn.log_sigmoid(_float_promote(a)))
-HARDTANH = Op("HardtanhBackward0", lambda a, min_val=-1.0, max_val=1.0: jnp.clip(a, min_val, max_val))
+FLOOR = Op("FloorBackward0", _rounding("floor", jnp.floor), lambda ctx, g: (jnp.zeros_like(g),), save=())
+CEIL = Op("CeilBackward0", _rounding("ceil", jnp.ceil), lambda ctx, g: (jnp.zeros_like(g),), save=())
+ROUND = Op("RoundBackward0", _rounding("round", lambda a, decimals=0: jnp.round(a, decimals)),
+           lambda ctx, g: (jnp.zeros_like(g),), save=())
+TRUNC = Op("TruncBackward0", _rounding("trunc", jnp.trunc), lambda ctx, g: (jnp.zeros_like(g),), save=())
 
 
 def _clamp_fwd(a, lo, hi):
@@ -387,8 +503,9 @@ def _clamp_bwd(ctx, g):
         keep = keep & (a >= lo)
     if hi is not None:
         keep = keep & (a <= hi)
-    glo = jnp.where(a < lo, g, 0) if ctx.needs_input_grad[1] else None
-    ghi = jnp.where(a > hi, g, 0) if ctx.needs_input_grad[2] else None
+    crossed = (lo > hi) if lo is not None and hi is not None else False  # the result is max where min > max
+    glo = jnp.where((a < lo) & ~crossed, g, 0) if ctx.needs_input_grad[1] else None
+    ghi = jnp.where((a > hi) | crossed, g, 0) if ctx.needs_input_grad[2] else None
     return jnp.where(keep, g, 0), glo, ghi
 
 
@@ -452,86 +569,6 @@ def clone(input, *, memory_format=None):
     return call(CLONE, input)
 
 
-# ---- in-place arithmetic -------------------------------------------------------------
-def _check_inplace_other(other, name):
-    return _check_operand(other, name)
-
-
-@tensor_method("add_")
-def add_(self, other, *, alpha=1):
-    if alpha == 1:
-        return call_inplace(ADD, self, _check_inplace_other(other, "add_"))
-    return call_inplace(ADD_ALPHA, self, other, alpha)
-
-
-@tensor_method("sub_")
-def sub_(self, other, *, alpha=1):
-    if alpha == 1:
-        return call_inplace(SUB, self, _check_inplace_other(other, "sub_"))
-    return call_inplace(ADD_ALPHA, self, other, -alpha)
-
-
-@tensor_method("mul_")
-def mul_(self, other):
-    return call_inplace(MUL, self, _check_inplace_other(other, "mul_"))
-
-
-@tensor_method("div_")
-def div_(self, other, *, rounding_mode=None):
-    other = _check_operand(other, "div_")
-    if rounding_mode is None:
-        return call_inplace(DIV, self, other)
-    _check_int_division(self, other)
-    return call_inplace(DIV, self, other, rounding_mode=rounding_mode)
-
-
-@tensor_method("pow_")
-def pow_(self, exponent):
-    exponent = _check_operand(exponent, "pow_", "exponent")
-    _check_int_pow(self, exponent)
-    return call_inplace(POW, self, exponent)
-
-
-@tensor_method("clamp_", "clip_")
-def clamp_(self, min=None, max=None):  # noqa: A002
-    _check_bounds(min, max)
-    return call_inplace(CLAMP, self, min, max)
-
-
-FILL = Op("FillBackward0", lambda a, v: jnp.broadcast_to(jnp.asarray(v, a.dtype), a.shape),
-          lambda ctx, g: (None, g.sum() if ctx.needs_input_grad[1] else None), save=())
-ZERO = Op("ZeroBackward0", lambda a: jnp.zeros_like(a), lambda ctx, g: (None,), save=())
-
-
-@tensor_method("fill_")
-def fill_(self, value):
-    return call_inplace(FILL, self, value)
-
-
-@tensor_method("zero_")
-def zero_(self):
-    return call_inplace(ZERO, self)
-
-
-def _inplace_unary(op):
-    return lambda self: call_inplace(op, self)
-
-
-for _name, _op in (("neg_", NEG), ("abs_", ABS), ("exp_", EXP), ("log_", LOG), ("sqrt_", SQRT), ("sin_", SIN),
-                   ("cos_", COS), ("tanh_", TANH), ("sigmoid_", SIGMOID), ("relu_", RELU), ("floor_", FLOOR),
-                   ("ceil_", CEIL), ("round_", ROUND), ("reciprocal_", RECIPROCAL), ("rsqrt_", RSQRT),
-                   ("log1p_", LOG1P), ("expm1_", EXPM1), ("square_", SQUARE), ("sign_", SIGN), ("trunc_", TRUNC)):
-    tensor_method(_name)(_inplace_unary(_op))
-
-
-def _inplace_accumulate(self, other):
-    """``self += other`` without history (AccumulateGrad's in-place path)."""
-    call_inplace(ADD, self, other)
-
-
-Tensor._inplace_accumulate = _inplace_accumulate
-
-
 # ---- public unary functions and Tensor methods --------------------------------------------
 def _unary_fn(op, name):
     """``jg.<name>(input)``: a tensor is required (PyTorch's ``TypeError`` otherwise). The Tensor method
@@ -566,37 +603,16 @@ sign, floor, ceil, trunc = (_unary_fn(SIGN, "sign"), _unary_fn(FLOOR, "floor"), 
 
 def round(input, *, decimals=0):  # noqa: A001 - PyTorch's name
     expect_tensor(input, "round")
+    if decimals:
+        refuse("round_cpu", input, "bi")
     return call(ROUND, input, decimals=int(decimals)) if decimals else call(ROUND, input)
 
 
-silu, logsigmoid = _unary_fn(SILU, "silu"), _unary_fn(LOGSIGMOID, "logsigmoid")
-
-
-def gelu(input, approximate="none"):
-    expect_tensor(input, "gelu")
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"approximate argument must be either none or tanh, got {approximate!r}")
-    return call(GELU, input, approximate=approximate)
-
-
-def softplus(input, beta=1.0, threshold=20.0):
-    expect_tensor(input, "softplus")
-    return call(SOFTPLUS, input, beta=beta, threshold=threshold)
-
-
-def leaky_relu(input, negative_slope=0.01):
-    expect_tensor(input, "leaky_relu")
-    return call(LEAKY_RELU, input, negative_slope=negative_slope)
-
-
-def elu(input, alpha=1.0):
-    expect_tensor(input, "elu")
-    return call(ELU, input, alpha=alpha)
-
-
-def hardtanh(input, min_val=-1.0, max_val=1.0):
-    expect_tensor(input, "hardtanh")
-    return call(HARDTANH, input, min_val=min_val, max_val=max_val)
+@tensor_method("round_")
+def round_(self, *, decimals=0):
+    if decimals:
+        refuse("round_cpu", self, "bi")
+    return call_inplace(ROUND, self, decimals=int(decimals)) if decimals else call_inplace(ROUND, self)
 
 
 for _name, _fn in dict(
@@ -632,18 +648,24 @@ def _binop(op, reflected=False, check=None, **attrs):
     return method
 
 
-for _name, _op, _attrs in (("add", ADD, {}), ("sub", SUB, {}), ("mul", MUL, {}), ("truediv", DIV, {})):
+for _name, _op, _attrs in (("add", ADD, {}), ("mul", MUL, {}), ("truediv", DIV, {})):
     setattr(Tensor, f"__{_name}__", _binop(_op, **_attrs))
     setattr(Tensor, f"__r{_name}__", _binop(_op, True, **_attrs))
-for _name, _op, _check, _attrs in (("floordiv", DIV, _check_int_division, {"rounding_mode": "floor"}),
+Tensor.__sub__, Tensor.__rsub__ = _binop(SUB, check=_check_bool_sub), _binop(SUB, True, check=_check_bool_sub)
+for _name, _op, _check, _attrs in (("floordiv", FLOOR_DIVIDE, _check_int_division, {}),
                                    ("mod", REMAINDER, _check_int_division, {}), ("pow", POW, _check_int_pow, {})):
     setattr(Tensor, f"__{_name}__", _binop(_op, check=_check, **_attrs))
     setattr(Tensor, f"__r{_name}__", _binop(_op, True, check=_check, **_attrs))
+Tensor.__rmod__ = _binop(REMAINDER_SCALAR, True, check=_check_int_division)  # Scalar % Tensor: no derivative
 Tensor.__neg__ = lambda self: call(NEG, self)
-Tensor.__pos__ = lambda self: self
+
+
+def _pos(self):
+    if self.dtype is _dtype.bool:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return self
+
+
+Tensor.__pos__ = _pos
 Tensor.__abs__ = lambda self: call(ABS, self)
 Tensor.__array_priority__ = 1000  # ndarray + Tensor defers to Tensor.__radd__, as with PyTorch
-Tensor.__iadd__ = lambda self, other: add_(self, other)
-Tensor.__isub__ = lambda self, other: sub_(self, other)
-Tensor.__imul__ = lambda self, other: mul_(self, other)
-Tensor.__itruediv__ = lambda self, other: div_(self, other)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import collections
 
+import warnings
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtype
 from .._dispatch import Op, call
@@ -62,14 +65,60 @@ def _mean_bwd(ctx, g):
 # PyTorch names the full reduction ...Backward0 and the one over dims ...Backward1
 SUM, SUM_DIM = Op("SumBackward0", _sum_fwd, _sum_bwd, save=()), Op("SumBackward1", _sum_fwd, _sum_bwd, save=())
 MEAN, MEAN_DIM = Op("MeanBackward0", _mean_fwd, _mean_bwd, save=()), Op("MeanBackward1", _mean_fwd, _mean_bwd, save=())
-VAR = Op("VarBackward0", lambda a, dim=None, correction=1, keepdim=False:
-         jnp.var(a, axis=dim, ddof=correction, keepdims=keepdim))
-STD = Op("StdBackward0", lambda a, dim=None, correction=1, keepdim=False:
-         jnp.std(a, axis=dim, ddof=correction, keepdims=keepdim))
+def _var_fwd(a, dim=None, correction=1, keepdim=False):
+    """PyTorch's variance: the divisor is ``max(N - correction, 0)`` (so inf, not NaN, when it is 0 or less)."""
+    n = a.size if dim is None else int(np.prod([a.shape[d] for d in dim]))
+    mean = jnp.mean(a, axis=dim, keepdims=True)
+    sq = jnp.sum(jnp.square(jnp.abs(a - mean)), axis=dim, keepdims=keepdim)
+    return sq / jnp.asarray(n - correction if n > correction else 0, sq.dtype)
+
+
+def _std_fwd(a, dim=None, correction=1, keepdim=False):
+    """``sqrt(var)``, computed on the input scaled by its largest magnitude: the squares of float32 values above
+    ~1e19 overflow, PyTorch's (whose accumulation is wider) do not. The scale carries no gradient."""
+    scale = jax.lax.stop_gradient(jnp.max(jnp.abs(a), axis=dim, keepdims=True)) if a.size else jnp.ones((), a.dtype)
+    scale = jnp.where((scale == 0) | ~jnp.isfinite(scale), jnp.ones((), a.dtype), scale)
+    out = jnp.sqrt(_var_fwd(a / scale, dim, correction, True)) * scale
+    if keepdim:
+        return out
+    return jnp.squeeze(out, dim) if dim is not None else out.reshape(())
+
+
+def _var_bwd(ctx, g, std=False):
+    """PyTorch's: ``2 (x - mean) / (N - correction)`` times the gradient (for std, divided by ``2 std``); the
+    divisor is not clamped at 0 as the forward's is."""
+    a = ctx.saved[0]
+    dim, c, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("correction", 1), ctx.attrs.get("keepdim", False)
+    n = a.size if dim is None else int(np.prod([a.shape[d] for d in dim]))
+    if std:
+        g = g / (2 * ctx.outputs[0])
+    g = _restore(g, a.shape, dim, keepdim)
+    return (g * 2 * (a - jnp.mean(a, axis=dim, keepdims=True)) / jnp.asarray(n - c, a.dtype),)
+
+
+VAR = Op("VarBackward0", _var_fwd, _var_bwd, save=(0,))
+STD = Op("StdBackward0", _std_fwd, lambda ctx, g: _var_bwd(ctx, g, std=True), save=(0,), save_outputs=True)
+def _prod_bwd(ctx, g):
+    """PyTorch's prod backward: ``g * prod / x`` without zeros; with one zero only that element gets the product of
+    the others; with two or more every gradient is 0 (whatever else the slice holds, NaN included)."""
+    a = ctx.saved[0]
+    dim, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False)
+    g = _restore(g, a.shape, dim, keepdim).astype(a.dtype)
+    out = _restore(ctx.outputs[0], a.shape, dim, keepdim).astype(a.dtype)
+    zero = a == 0
+    nz = _restore(jnp.sum(zero, axis=dim, keepdims=keepdim), a.shape, dim, keepdim)
+    others = _restore(jnp.prod(jnp.where(zero, jnp.ones((), a.dtype), a), axis=dim, keepdims=keepdim), a.shape, dim,
+                      keepdim)
+    no_zero = g * out / jnp.where(zero, jnp.ones((), a.dtype), a)
+    return (jnp.where(nz == 0, no_zero, jnp.where((nz == 1) & zero, g * others, jnp.zeros((), a.dtype))),)
+
+
 PROD = Op("ProdBackward0", lambda a, dim=None, keepdim=False, dtype=None:
-          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype)))
-LOGSUMEXP = Op("LogsumexpBackward0", lambda a, dim=None, keepdim=False:
-               jax.scipy.special.logsumexp(a, axis=dim, keepdims=keepdim))
+          jnp.prod(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype)), _prod_bwd, save=(0,),
+          save_outputs=True)
+LOGSUMEXP = Op("LogsumexpBackward0", lambda a, dim=None, keepdim=False: jax.scipy.special.logsumexp(
+    a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(_dtype.get_default_dtype().np), axis=dim,
+    keepdims=keepdim))
 
 
 def _amax_bwd_factory(fn):
@@ -77,9 +126,12 @@ def _amax_bwd_factory(fn):
         a = ctx.saved[0]
         dim, keepdim = ctx.attrs.get("dim"), ctx.attrs.get("keepdim", False)
         out = fn(a, axis=dim, keepdims=True)
-        mask = (a == out).astype(g.dtype)
-        count = mask.sum(axis=dim, keepdims=True)
-        return (_restore(g, a.shape, dim, keepdim) * mask / count,)
+        mask = a == out
+        count = mask.sum(axis=dim, keepdims=True).astype(g.dtype)
+        g = _restore(g, a.shape, dim, keepdim) / count
+        # PyTorch's grad * mask / count: signs of zero kept, NaN for a slice whose maximum is NaN (count 0)
+        zero = jnp.where(count == 0, jnp.full((), jnp.nan, g.dtype), jnp.copysign(jnp.zeros((), g.dtype), g))
+        return (jnp.where(mask, g, zero),)
     return bwd
 
 
@@ -131,13 +183,25 @@ ARGMAX = Op("argmax", lambda a, dim=None, keepdim=False:
             jnp.argmax(a, axis=dim, keepdims=keepdim).astype(_dtype._index_dtype().np), differentiable=False)
 ARGMIN = Op("argmin", lambda a, dim=None, keepdim=False:
             jnp.argmin(a, axis=dim, keepdims=keepdim).astype(_dtype._index_dtype().np), differentiable=False)
-ALL = Op("all", lambda a, dim=None, keepdim=False: jnp.all(a, axis=dim, keepdims=keepdim), differentiable=False)
-ANY = Op("any", lambda a, dim=None, keepdim=False: jnp.any(a, axis=dim, keepdims=keepdim), differentiable=False)
+
+
+def _logical_reduce(fn):
+    """all/any: a bool result, but uint8 for a uint8 input (PyTorch keeps that legacy)."""
+    def fwd(a, dim=None, keepdim=False):
+        out = fn(a, axis=dim, keepdims=keepdim)
+        return out.astype(jnp.uint8) if a.dtype == jnp.uint8 else out
+    return fwd
+
+
+ALL = Op("all", _logical_reduce(jnp.all), differentiable=False)
+ANY = Op("any", _logical_reduce(jnp.any), differentiable=False)
 
 
 def _norm_fwd(a, p=2, dim=None, keepdim=False):
     if p == "fro":
         p = 2
+    if p == 1:
+        return jnp.sum(jnp.sign(a) * a, axis=dim, keepdims=keepdim)  # |x| whose gradient is sign(x): 0 at 0
     if p == float("inf"):
         return jnp.max(jnp.abs(a), axis=dim, keepdims=keepdim)
     if p == float("-inf"):
@@ -197,6 +261,9 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
 @tensor_method()
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     expect_tensor(input, "mean")
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point or "
+                           f"complex dtype. Got: {scalar_type_name(input.dtype)}")
     dt = _dtype.canonical(dtype).np if dtype is not None else None
     return call(_op(MEAN, MEAN_DIM, dim), input, dim=_dims(input, dim, "mean", empty_is_all=True), keepdim=keepdim, dtype=dt)
 
@@ -212,13 +279,22 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
+def _warn_dof(name, input, dims, correction):
+    n = input.numel() if dims is None else int(np.prod([input.shape[d] for d in dims]))
+    if n - correction <= 0 and input.numel():
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=3)
+
+
 @tensor_method()
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     expect_tensor(input, "var")
     _check_var_dtype(input)
-    return call(VAR, input, dim=_dims(input, dim, "var", empty_is_all=True), correction=_correction(unbiased, correction), keepdim=keepdim)
+    dims, c = _dims(input, dim, "var", empty_is_all=True), _correction(unbiased, correction)
+    _warn_dof("var", input, dims, c)
+    return call(VAR, input, dim=dims, correction=c, keepdim=keepdim)
 
 
 @tensor_method()
@@ -227,7 +303,9 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = None, dim
     expect_tensor(input, "std")
     _check_var_dtype(input)
-    return call(STD, input, dim=_dims(input, dim, "std", empty_is_all=True), correction=_correction(unbiased, correction), keepdim=keepdim)
+    dims, c = _dims(input, dim, "std", empty_is_all=True), _correction(unbiased, correction)
+    _warn_dof("std", input, dims, c)
+    return call(STD, input, dim=dims, correction=c, keepdim=keepdim)
 
 
 @tensor_method()
@@ -243,7 +321,6 @@ def logsumexp(input, dim, keepdim=False):
     return call(LOGSUMEXP, input, dim=_dims(input, dim, "logsumexp", empty_is_all=True), keepdim=keepdim)
 
 
-@tensor_method()
 def _amax_amin(op, name, input, dim, keepdim):
     expect_tensor(input, name)
     dims = None if isinstance(dim, (tuple, list)) and len(dim) == 0 else _dims(input, dim, name)
@@ -288,9 +365,10 @@ def min(input, dim=None, keepdim=False):  # noqa: A001
     return _max_min(input, dim, keepdim, False)
 
 
-@tensor_method()
 def _arg(op, name, input, dim, keepdim):
     expect_tensor(input, name)
+    if input.dtype is _dtype.bool:
+        raise RuntimeError(f"{name}(): does not support bool input")
     d = wrap_dim(dim, input.ndim, name) if dim is not None else None
     _nonempty(input, d, name)
     if input.ndim == 0:  # dim 0 or -1 of a 0-d tensor: the one element, index 0 (jnp.argmax has no axis 0 there)
@@ -333,7 +411,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return out.to(dtype) if dtype is not None else out
 
 
-SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a, shape), lambda ctx, g: (g,), save=())
+SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a.astype(_int_accumulator(a, None) or a.dtype), shape),
+            lambda ctx, g: (g,), save=())  # integers sum in int64, as sum does
 
 
 def _sum_to(a, shape):

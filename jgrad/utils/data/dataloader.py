@@ -42,7 +42,7 @@ def default_collate(batch):
         return tensor(np.asarray(batch))
     if isinstance(first, float):  # PyTorch collates Python floats as float64
         from ... import _dtype
-        return tensor(list(batch), dtype=_dtype.float64 if _dtype.x64_enabled() else None)
+        return tensor(list(batch), dtype=_dtype.float64)
     if isinstance(first, numbers.Number):
         return tensor(list(batch))
     if isinstance(first, (str, bytes)):
