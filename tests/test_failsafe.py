@@ -244,6 +244,14 @@ def test_every_host_read_reports_a_failed_check(tiers, read, capsys):
     with pytest.raises(IndexError):
         z.numpy()
     np.testing.assert_array_equal(z.numpy(), [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]])
+    # ... and so do index_select's and gather's
+    w = jg.arange(6.0).reshape(2, 3)
+    s = w.index_select(0, jg.tensor([1]) * 4)
+    g = w.gather(1, jg.tensor([[0, 1], [2, 0]]) * 4)
+    with pytest.raises(IndexError):  # the first read reports (both checks failed)
+        s.numpy()
+    np.testing.assert_array_equal(s.numpy(), [[3.0, 4.0, 5.0]])
+    np.testing.assert_array_equal(g.numpy(), [[0.0, 2.0], [5.0, 3.0]])
 
 
 @pytest.mark.one_execution_mode

@@ -38,12 +38,15 @@ def _scatter_src(src, idx, dtype):
     return jnp.broadcast_to(src.astype(dtype), idx.shape)
 
 
-GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(_block(a, idx.shape, dim), idx, axis=dim))
+# mode="clip": an index out of range (reported by its deferred check) reads a clamped element, not NaN
+GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(_block(a, idx.shape, dim), idx, axis=dim,
+                                                                       mode="clip"))
 SCATTER = Op("ScatterBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].set(
     _scatter_src(src, idx, a.dtype)))
 SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].add(
     _scatter_src(src, idx, a.dtype)))
-INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx.reshape(-1), axis=dim))
+INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx.reshape(-1), axis=dim,
+                                                                                mode="clip"))
 
 
 def _out_of_bounds(cls, dim, size):
