@@ -211,8 +211,16 @@ def view(src, step, dyn, name, shape, strides, offset):
     Making a view runs nothing: its node is recorded now, its value is read from the storage when first
     used (one kernel for a chain of views), as PyTorch's views cost no copy."""
     src_alias = alias_of(src)
-    (out,) = _dispatch.call_later(view_op(name), src, offsets(tuple(dyn), src._device), {"steps": (step,)},
-                                  (_aval(tuple(shape), src.dtype.np),))
+    offs = offsets(tuple(dyn), src._device)
+    if _dispatch._auto[0]:
+        # Recording ("auto" mode): one recorded op now, as any other op. A lazy view would cost a node now and
+        # a recorded read later, and in a recorded step a view is almost always read; a compiled segment
+        # drops a read nobody uses.
+        out = _dispatch.call(view_op(name), src, *offs, steps=(step,))
+        out._aval = _aval(tuple(shape), src.dtype.np)  # a later write may make it stale (no value, its shape kept)
+    else:
+        (out,) = _dispatch.call_later(view_op(name), src, offs, {"steps": (step,)},
+                                      (_aval(tuple(shape), src.dtype.np),))
     geom = src_alias.geom.then(step, dyn, shape, strides, offset)
     _attach(out, src, src_alias, geom, ((step,), tuple(dyn)))
     return out
@@ -243,8 +251,13 @@ def view_multi(src, pieces, name):
     src_alias = alias_of(src)
     op_pieces = tuple(((step,), tuple(dyn)) for step, dyn, *_ in pieces)
     dt = src.dtype.np
-    outs = _dispatch.call_later(_multi_op(name), src, (), {"pieces": op_pieces},
-                                [_aval(tuple(shape), dt) for _, _, shape, _, _ in pieces])
+    if _dispatch._auto[0]:  # recording: one recorded op now (as ``view``)
+        outs = _dispatch.call(_multi_op(name), src, pieces=op_pieces)
+        for out, (_, _, shape, _, _) in zip(outs, pieces):
+            out._aval = _aval(tuple(shape), dt)
+    else:
+        outs = _dispatch.call_later(_multi_op(name), src, (), {"pieces": op_pieces},
+                                    [_aval(tuple(shape), dt) for _, _, shape, _, _ in pieces])
     for i, (out, (step, dyn, shape, strides, offset)) in enumerate(zip(outs, pieces)):
         geom = src_alias.geom.then(step, dyn, shape, strides, offset)
         _attach(out, src, src_alias, geom, ((step,), tuple(dyn)), MULTI_OUTPUT, i)

@@ -60,6 +60,8 @@ CASES = {  # one case per function (and the complex convention) in every run
                          [A33 + 3 * np.eye(3), rand((2, 3, 2), 23)]),
     "cholesky_solve": (lambda b, l: jg.cholesky_solve(b, l), torch.cholesky_solve,
                        [rand((3, 2), 24), np.linalg.cholesky(spd((3, 3), 25))]),
+    "cholesky_inverse": (lambda l: jg.cholesky_inverse(l), torch.cholesky_inverse,
+                         [np.linalg.cholesky(spd((3, 3), 26))]),
 }
 EXTRA = {  # variants, with JGRAD_TEST_THOROUGH=1 (each compiles its own kernels: seconds of CPU apiece)
     "inv": (LA.inv, TL.inv, [A33]),

@@ -21,6 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import jgrad as jg
+from jgrad._dtype import x64_scope
 import _view_autograd_scenarios  # noqa: F401  (registers the autograd scenarios)
 from _op_helpers import SETTINGS
 from _view_scenarios import SCENARIOS, TABLE, VIEW_CASES, Raised, arr, observe_view, plain
@@ -288,6 +289,11 @@ GRAD_PATTERNS = {
 
 @functools.lru_cache(maxsize=None)  # one jitted reference per pattern, shared by both execution modes
 def _jax_reference(name):
+    with x64_scope():  # the reference in float64 whether or not JAX_ENABLE_X64 is set (as tests/_op_helpers.py)
+        return _jax_reference_x64(name)
+
+
+def _jax_reference_x64(name):
     jax_fn = GRAD_PATTERNS[name][1]
     rng = np.random.default_rng(7)
     x_np = rng.uniform(-1.5, 1.5, (3, 4))

@@ -16,8 +16,11 @@ def _np(t):
 
 def test_a_view_runs_no_kernel_until_read_and_then_reads_the_newest_memory():
     x = jg.tensor(np.arange(12.0).reshape(3, 4))
-    v = x.t()[1:3]            # a chain of two views: nothing runs yet
-    assert v._data is None and v.shape == (2, 3) and v.dtype is x.dtype
+    v = x.t()[1:3]            # a chain of two views: in eager mode nothing runs yet
+    # ("auto" mode records the view's read at once: a recorded step reads its views, and a compiled segment
+    # drops a read nobody uses)
+    assert (v._data is None) == (jg.get_execution_mode() == "eager")
+    assert v.shape == (2, 3) and v.dtype is x.dtype
     x.add_(100.0)             # written before the view was ever read
     np.testing.assert_array_equal(_np(v), (np.arange(12.0).reshape(3, 4) + 100).T[1:3])
 

@@ -14,7 +14,7 @@ real and complex inputs, and mixed ones (``rfft``: real in, complex out).
 ``real``, ``imag``, ``view_as_real`` and ``conj`` return new tensors here, not views of their input (an
 in-place op through them does not reach the input); see docs/differences.md.
 
-Imports ``_dispatch``, ``_tensor``, ``_dtype`` and ``ops._registry``.
+Imports ``_dispatch``, ``_tensor``, ``_dtype``, ``ops._registry`` and ``ops.pointwise`` (its sign).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .. import _dtype
 from .._dispatch import Op, call
 from .._tensor import Tensor
 from ._registry import expect_tensor, scalar_type_name, tensor_method
+from .pointwise import _sign as _real_sign
 
 __all__ = ["real", "imag", "view_as_real", "view_as_complex", "conj", "conj_physical", "resolve_conj",
            "resolve_neg", "is_conj", "angle", "sgn", "polar", "complex", "is_complex", "is_floating_point"]
@@ -65,7 +66,7 @@ def wirtinger_op(name, forward, **kw):
 
 def _sgn(z):
     if not jnp.issubdtype(z.dtype, jnp.complexfloating):
-        return jnp.sign(z)
+        return _real_sign(z)  # PyTorch's sign: 0 for NaN
     nz = z != 0
     return jnp.where(nz, z / jnp.where(nz, jnp.abs(z), 1).astype(z.dtype), 0).astype(z.dtype)  # differentiable
 
@@ -77,8 +78,15 @@ IMAG = wirtinger_op("ImagBackward0", jnp.imag)
 VIEW_AS_REAL = wirtinger_op("ViewAsRealBackward0", lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], axis=-1))
 VIEW_AS_COMPLEX = wirtinger_op("ViewAsComplexBackward0", lambda x: jax.lax.complex(x[..., 0], x[..., 1]))
 CONJ = Op("ConjBackward0", jnp.conj, lambda ctx, g: (jnp.conj(g),), save=())
-ANGLE = wirtinger_op("AngleBackward0", lambda z: jnp.angle(z if jnp.issubdtype(z.dtype, jnp.inexact)
-                                                           else z.astype(_dtype.get_default_dtype().np)))
+def _angle(z):
+    if jnp.iscomplexobj(z):
+        return jnp.angle(z)
+    x = z if jnp.issubdtype(z.dtype, jnp.inexact) else z.astype(_dtype.get_default_dtype().np)
+    # PyTorch's real angle: pi below zero, 0 at +-0.0, NaN kept; a constant (its gradient is 0)
+    return jax.lax.stop_gradient(jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.pi, 0).astype(x.dtype)))
+
+
+ANGLE = wirtinger_op("AngleBackward0", _angle)
 SGN = wirtinger_op("SgnBackward0", _sgn)
 POLAR = wirtinger_op("PolarBackward0", lambda r, t: jax.lax.complex(r * jnp.cos(t), r * jnp.sin(t)))
 COMPLEX = wirtinger_op("ComplexBackward0", lambda re, im: jax.lax.complex(re, im))

@@ -72,7 +72,8 @@ asinh atan atan2 atanh baddbmm bitwise_and bitwise_left_shift bitwise_not bitwis
 bitwise_xor clamp_max clamp_min copysign cosh cumprod cumsum deg2rad divide eq erf erfc exp2 fix float_power
 floor_divide fmod frac ge greater greater_equal gt hypot index_copy index_fill ldexp le less less_equal log10
 log2 logical_and logical_not logical_or logical_xor logit lt masked_scatter multiply nan_to_num ne negative
-not_equal rad2deg remainder scatter_reduce sgn sinc sinh subtract tan tril triu true_divide xlogy""".split()
+not_equal rad2deg remainder scatter_reduce sgn sinc sinh subtract tan tril triu true_divide xlogy
+lgamma digamma erfinv i0 conj_physical polygamma""".split()
 
 
 # elementwise binary ops: the output's shape is checked first (PyTorch's order); in-place forms without a bool kernel

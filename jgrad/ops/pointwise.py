@@ -436,8 +436,14 @@ def _unary(name, fwd, bwd=None, save=(0,), save_outputs=False, float_only=True):
 
 
 NEG = _unary("NegBackward0", _neg_fwd, lambda ctx, g: (-g,), save=(), float_only=False)
-ABS = _unary("AbsBackward0", lambda a: _abs_fwd(a), lambda ctx, g: (g * _sign(ctx.saved[0]).astype(g.dtype),),
-             float_only=False)
+def _abs_bwd(ctx, g):
+    z = ctx.saved[0]
+    if jnp.iscomplexobj(z):  # PyTorch's complex convention: g * sgn(z), z / |z| (0 at 0)
+        return (g * jnp.where(z == 0, 0, z / jnp.where(z == 0, 1, jnp.abs(z))),)
+    return (g * _sign(z).astype(g.dtype),)
+
+
+ABS = _unary("AbsBackward0", lambda a: _abs_fwd(a), _abs_bwd, float_only=False)
 EXP = _unary("ExpBackward0", jnp.exp, lambda ctx, g: (g * ctx.outputs[0],), save=(), save_outputs=True)
 LOG = _unary("LogBackward0", jnp.log, lambda ctx, g: (g / ctx.saved[0],))
 LOG2 = _unary("Log2Backward0", jnp.log2, lambda ctx, g: (g / (ctx.saved[0] * jnp.log(2.0)),))

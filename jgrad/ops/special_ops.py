@@ -64,11 +64,16 @@ def _spherical_j0(x):
     return jnp.where(nz, jnp.sin(x) / jnp.where(nz, x, 1), 1).astype(x.dtype)
 
 
+def _digamma(x):
+    # PyTorch's digamma at +-0.0: -inf at +0.0, +inf at -0.0 (JAX's gives NaN)
+    return jnp.where(x == 0, jnp.copysign(jnp.inf, -x).astype(x.dtype), jss.digamma(x))
+
+
 _UNARY = {
     # name: (PyTorch's node name, the function on a floating array)
     "erfc": ("ErfcBackward0", jss.erfc), "erfinv": ("ErfinvBackward0", jss.erfinv),
     "erfcx": ("SpecialErfcxBackward0", jss.erfcx), "gammaln": ("LgammaBackward0", jss.gammaln),
-    "digamma": ("DigammaBackward0", jss.digamma), "i0": ("I0Backward0", jss.i0),
+    "digamma": ("DigammaBackward0", _digamma), "i0": ("I0Backward0", jss.i0),
     "i0e": ("SpecialI0EBackward0", jss.i0e), "i1": ("SpecialI1Backward0", jss.i1),
     "i1e": ("SpecialI1EBackward0", jss.i1e), "ndtr": ("SpecialNdtrBackward0", jss.ndtr),
     "ndtri": ("SpecialNdtriBackward0", jss.ndtri), "log_ndtr": ("SpecialLogNdtrBackward0", jss.log_ndtr),
