@@ -31,6 +31,11 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "Mo
            "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm", "RNNBase", "RNN", "LSTM", "GRU", "RNNCell",
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "utils"]
 
+from .vision import (Bilinear, Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample,  # noqa: E402  (issue 30)
+                     UpsamplingBilinear2d, UpsamplingNearest2d)
+__all__ += ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "Unfold",
+            "Fold", "Bilinear"]
+
 from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)
 from .parallel import DataParallel  # noqa: E402,F401
 for _path in ("activation", "batchnorm", "container", "conv", "dropout", "flatten", "instancenorm", "linear", "loss",
