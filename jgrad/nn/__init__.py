@@ -35,6 +35,8 @@ from .vision import (Bilinear, Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsam
                      UpsamplingBilinear2d, UpsamplingNearest2d)
 __all__ += ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "Unfold",
             "Fold", "Bilinear"]
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: E402
+__all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 
 from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)
 from .parallel import DataParallel  # noqa: E402,F401
