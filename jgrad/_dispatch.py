@@ -398,8 +398,14 @@ def _derived_backward_op(op, key, attrs, mask, in_avals, layout, n_grads):
 
 
 # ---- the door ----------------------------------------------------------------
+# While an autocast region is open (any thread), ``jgrad.amp`` puts its cast here: ``cast(op, args) -> args``.
+autocast_hook = [None]
+
+
 def call(op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors and Python scalars) with static ``attrs``."""
+    if autocast_hook[0] is not None:
+        args = autocast_hook[0](op, args)
     return _call(op, args, tuple(attrs.items()) if attrs else (), attrs, None)
 
 
