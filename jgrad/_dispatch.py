@@ -524,7 +524,7 @@ def _call(op, args, key, attrs, inplace, device=None):
     if dev is None:
         dev = device or get_default_device()
     elif mixed:  # cold path: the device the op runs on (0-d tensors may come along), or PyTorch's error
-        dev = resolve_devices(op.name, args, arrays)
+        dev, args = resolve_devices(op.name, args, arrays)
     stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     cap = stream._capture
     if cap is not None:
