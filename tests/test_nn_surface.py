@@ -51,6 +51,9 @@ def test_interpolate_every_mode_matches_torch():
     for mode, ac, kw in cases:
         _check(lambda a: F.interpolate(a, mode=mode, align_corners=ac, **kw),
                lambda a: TF.interpolate(a, mode=mode, align_corners=ac, **kw), [x], 2e-5, f"{mode} {ac} {kw}")
+    for mode in ("bilinear", "bicubic"):  # antialias: the filter widened when downsampling
+        _check(lambda a: F.interpolate(a, size=(3, 12), mode=mode, antialias=True),
+               lambda a: TF.interpolate(a, size=(3, 12), mode=mode, antialias=True), [x], 2e-5, f"aa {mode}")
     x1, x3 = x[:, :, 0], x[:1, :2, :3, :4, None].repeat(3, -1)
     _check(lambda a: F.interpolate(a, scale_factor=2.5, mode="linear"),
            lambda a: TF.interpolate(a, scale_factor=2.5, mode="linear"), [x1])

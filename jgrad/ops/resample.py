@@ -6,7 +6,8 @@ weighting them, with PyTorch's source-index formulas (``area_pixel_compute_sourc
 centres, or ``align_corners``; a given ``scale_factor`` sets the scale as ``1 / scale_factor`` unless
 ``recompute_scale_factor``) and its bicubic kernel (``A = -0.75``). ``jax.image.resize`` is not used:
 its bicubic kernel is Keys' ``A = -0.5`` and it antialiases when downsampling, so its values are not
-PyTorch's. The taps and weights are NumPy constants of the kernel (they depend only on the shapes);
+PyTorch's. ``antialias=True`` (bilinear, bicubic) is PyTorch's: one normalised filter matrix per axis, the
+filter widened by the scale when downsampling. The taps and weights are NumPy constants of the kernel (they depend only on the shapes);
 gradients come from ``jax.vjp`` (a scatter-add of the weighted taps). ``area`` is PyTorch's adaptive
 average pooling, written as one averaging matrix per axis.
 
@@ -93,10 +94,36 @@ def _area_matrix(n_in, n_out):
     return m
 
 
+def _aa_filter(x, cubic):
+    x = np.abs(x)
+    if not cubic:
+        return np.maximum(0.0, 1.0 - x)
+    a = -0.5  # the antialiasing kernels use Keys' -0.5 (PIL's), not the -0.75 of plain bicubic
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1, np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+
+def _aa_matrix(n_in, n_out, align_corners, scale, cubic):
+    """PyTorch's antialiased resampling along one axis as an (n_out, n_in) matrix: the filter widened by the
+    scale when downsampling, each row normalised (``_compute_weights_aa``)."""
+    s = _scale(n_in, n_out, align_corners, scale)
+    support = (2.0 if cubic else 1.0) * (s if s >= 1.0 else 1.0)
+    inv = 1.0 / s if s >= 1.0 else 1.0
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        center = s * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        w = _aa_filter((np.arange(lo, hi) - center + 0.5) * inv, cubic)
+        m[i, lo:hi] = w / w.sum() if w.sum() != 0 else w
+    return m
+
+
 def _resample_axis(x, axis, mode, n_out, align_corners, scale):
     n_in = x.shape[axis]
-    if mode == "area":
-        m = jnp.asarray(_area_matrix(n_in, n_out), x.dtype)
+    if mode in ("area", "aa-linear", "aa-cubic"):
+        m = _area_matrix(n_in, n_out) if mode == "area" else _aa_matrix(n_in, n_out, align_corners, scale,
+                                                                         mode == "aa-cubic")
+        m = jnp.asarray(m, x.dtype)
         y = jnp.tensordot(x, m, axes=([axis], [1]), precision=jax.lax.Precision.HIGHEST)
         return jnp.moveaxis(y, -1, axis)
     idx, w = _taps(mode, n_in, n_out, align_corners, scale, np.float64 if x.dtype == np.float64 else np.float32)
@@ -111,8 +138,10 @@ def _resample_axis(x, axis, mode, n_out, align_corners, scale):
     return out
 
 
-def _interp_fwd(x, *, mode, size, align_corners, scales):
+def _interp_fwd(x, *, mode, size, align_corners, scales, antialias=False):
     axis_mode = "cubic" if mode == "bicubic" else ("linear" if mode in _LINEAR else mode)
+    if antialias:
+        axis_mode = "aa-" + axis_mode
     for i, n in enumerate(size):
         x = _resample_axis(x, 2 + i, axis_mode, n, align_corners, scales[i] if scales else None)
     return x
@@ -189,8 +218,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if not (mode in ("bilinear", "bicubic") and input.ndim == 4):
             raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
                              "4-D tensor as input")
-        raise NotImplementedError("interpolate(antialias=True) is not supported by jgrad; resize without it or "
-                                  "low-pass filter first (docs/differences.md).")
     nd = input.ndim
     need = _LINEAR.get(mode, 4 if mode == "bicubic" else None)
     if mode not in _INTERP_NAMES or nd not in (3, 4, 5) or (need is not None and need != nd):
@@ -206,7 +233,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                            f"and output ({', '.join(map(str, out))})")
     return call(_interp_op(mode, nd - 2), input, mode=mode, size=tuple(out),
                 align_corners=bool(align_corners) if align_corners is not None else None,
-                scales=tuple(scales) if scales else None)
+                scales=tuple(scales) if scales else None, antialias=bool(antialias))
 
 
 def _dtname(t):
