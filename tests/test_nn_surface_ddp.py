@@ -17,6 +17,7 @@ def _mlp():
     return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
 
 
+@pytest.mark.one_execution_mode  # the join is in the device resolution both modes share (checked by hand in both)
 @pytest.mark.cpu_only("a mesh of the 4 virtual CPU devices fed tensors made on the default device")
 def test_ddp_with_plain_targets_equals_single_device():
     mesh = init_device_mesh("cpu", (4,), mesh_dim_names=("dp",))

