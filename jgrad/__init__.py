@@ -42,6 +42,7 @@ linalg = _importlib.import_module(".linalg", __name__)  # torch.linalg's names (
 from . import distributions, fft, special  # noqa: E402  (torch.distributions', torch.fft's, torch.special's names)
 from . import amp  # noqa: E402  (torch.amp: autocast regions and GradScaler)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+from .amp import legacy as _amp_legacy  # noqa: E402,F401  (jgrad.cuda.amp: the deprecated spellings)
 from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are dense-backed: ops.sparse_coo)
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
 

@@ -81,3 +81,16 @@ def test_grad_scaler_skips_backs_off_and_grows_as_pytorch():
     s.unscale_(opt)
     with pytest.raises(RuntimeError, match="already been called"):
         s.unscale_(opt)
+
+
+@pytest.mark.one_execution_mode
+def test_cuda_amp_spellings():
+    from jgrad.cuda.amp import GradScaler, autocast
+    with pytest.warns(FutureWarning, match="torch.amp.GradScaler"):
+        scaler = GradScaler(init_scale=8.0)
+    assert scaler.is_enabled() == jg.cuda.is_available()
+    with pytest.warns(FutureWarning, match="torch.amp.autocast"):
+        region = autocast(dtype=jg.bfloat16)
+    with region:
+        assert jg.is_autocast_enabled("cuda") and jg.get_autocast_dtype("cuda") == jg.bfloat16
+    assert not jg.is_autocast_enabled("cuda")
