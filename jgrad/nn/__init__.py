@@ -41,6 +41,7 @@ __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)
 from .parallel import DataParallel  # noqa: E402,F401
 for _path in ("activation", "batchnorm", "container", "conv", "dropout", "flatten", "instancenorm", "linear", "loss",
-              "module", "normalization", "pooling", "rnn", "sparse", "transformer"):
+              "module", "normalization", "pooling", "rnn", "sparse", "transformer", "upsampling", "pixelshuffle",
+              "fold"):
     # PyTorch's class paths (jgrad.nn.modules.rnn.LSTM), imported without rebinding jgrad.nn.rnn & co
     __import__(f"{__name__}.modules.{_path}")
