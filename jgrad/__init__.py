@@ -40,6 +40,10 @@ from ._export import export_stablehlo  # noqa: E402  (jgrad's export: StableHLO 
 import importlib as _importlib  # noqa: E402
 linalg = _importlib.import_module(".linalg", __name__)  # torch.linalg's names (not ops.linalg, which `*` exported)
 from . import distributions, fft, special  # noqa: E402  (torch.distributions', torch.fft's, torch.special's names)
+from . import amp  # noqa: E402  (torch.amp: autocast regions and GradScaler)
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+from .amp import legacy as _amp_legacy  # noqa: E402,F401  (jgrad.cuda.amp: the deprecated spellings)
+from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are dense-backed: ops.sparse_coo)
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
 
 __version__ = "0.1.0"

@@ -184,14 +184,20 @@ class MeshDevice(device):
 
 
 _MESHES: dict = {}
+# MeshDevice -> join(plain_tensor, args) -> jax.Array or None: how a plain (not 0-d) tensor joins an op on
+# DTensors of that mesh, None refusing it. DistributedDataParallel registers its mesh (nn.parallel.distributed):
+# a plain target joins laid out as the batch is, as each PyTorch rank's target meets its own part of the output.
+PLAIN_JOINS: dict = {}
 
 
 def resolve_devices(opname, args, arrays):
-    """The device an op on tensors of several devices runs on (``_dispatch``'s cold path), or PyTorch's error.
+    """``(device, args)``: the device an op on tensors of several devices runs on (``_dispatch``'s cold path),
+    or PyTorch's error, and the args (a joined plain tensor replaced by its DTensor).
 
     Plain devices: 0-d tensors may live anywhere (PyTorch's CPU scalars); any other mismatch is an error.
     DTensors: all on one mesh; a plain 0-d tensor joins them replicated (its entry of ``arrays`` is
-    replaced); any other plain tensor is PyTorch's "got mixed torch.Tensor and DTensor" error.
+    replaced), a plain tensor on a mesh of ``PLAIN_JOINS`` (DistributedDataParallel's) as that join lays it
+    out; any other plain tensor is PyTorch's "got mixed torch.Tensor and DTensor" error.
     """
     from ._tensor import Tensor
     first = None
@@ -208,7 +214,7 @@ def resolve_devices(opname, args, arrays):
             if isinstance(a, Tensor) and a._device is not first and a._data is not None and a.ndim != 0:
                 raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
                                    f"devices, {first} and {a._device}! (in {opname})")
-        return first
+        return first, args
     if len(meshes) > 1:
         raise RuntimeError(f"{opname}: DTensor does not support cross-mesh operation: got DTensors on "
                            f"{meshes[0]} and on {meshes[1]}. Move one onto the other's mesh first "
@@ -216,6 +222,12 @@ def resolve_devices(opname, args, arrays):
     md = meshes[0]
     for i, a in enumerate(args):
         if isinstance(a, Tensor) and a._device is not md and a._data is not None:
+            join = PLAIN_JOINS.get(md) if a.ndim != 0 else None
+            joined = join(a, args) if join is not None else None
+            if joined is not None:  # the op sees (and saves) the joined DTensor in the plain tensor's place
+                args = args[:i] + (joined,) + args[i + 1:]
+                arrays[i] = joined._value
+                continue
             if a.ndim != 0:
                 raise RuntimeError(
                     f"{opname}: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor "
@@ -224,4 +236,4 @@ def resolve_devices(opname, args, arrays):
                     "jgrad.distributed.tensor.distribute_tensor(t, device_mesh, placements); 0-d tensors are "
                     "replicated automatically.)")
             arrays[i] = jax.device_put(a._value, md.sharding)
-    return md
+    return md, args

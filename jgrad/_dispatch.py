@@ -398,8 +398,14 @@ def _derived_backward_op(op, key, attrs, mask, in_avals, layout, n_grads):
 
 
 # ---- the door ----------------------------------------------------------------
+# While an autocast region is open (any thread), ``jgrad.amp`` puts its cast here: ``cast(op, args) -> args``.
+autocast_hook = [None]
+
+
 def call(op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors and Python scalars) with static ``attrs``."""
+    if autocast_hook[0] is not None:
+        args = autocast_hook[0](op, args)
     return _call(op, args, tuple(attrs.items()) if attrs else (), attrs, None)
 
 
@@ -518,7 +524,7 @@ def _call(op, args, key, attrs, inplace, device=None):
     if dev is None:
         dev = device or get_default_device()
     elif mixed:  # cold path: the device the op runs on (0-d tensors may come along), or PyTorch's error
-        dev = resolve_devices(op.name, args, arrays)
+        dev, args = resolve_devices(op.name, args, arrays)
     stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     cap = stream._capture
     if cap is not None:

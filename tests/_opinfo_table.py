@@ -565,6 +565,21 @@ TABLE = [
     U("F.avg_pool3d", lambda dt: [S(rnd(dt, (1, 1, 4, 4, 4)), 2)], FLOATS),
     *[U(f"operator.{n}", shift, INTS) for n in ("rlshift", "rrshift")],
     U("operator.rmatmul", lambda dt: [S(b, a, grad=s.grad) for s in matmul2(dt)[:4] for a, b in [s.args]], FI),
+    # issue 30: resampling, patches, pixel shuffles, bilinear, gumbel_softmax (more cases: test_nn_surface.py)
+    U("F.interpolate", lambda dt: [S(rnd(dt, (1, 2, 3, 4)), size=(5, 3), mode="bilinear"),
+                                   S(rnd(dt, (1, 2, 5)), scale_factor=2)], FLOATS),
+    *[U(f"F.{n}", lambda dt: [S(rnd(dt, (1, 1, 2, 3)), size=(3, 2))], ("float32",), grad=False)
+      for n in ("upsample", "upsample_nearest", "upsample_bilinear")],
+    U("F.grid_sample", lambda dt: [S(rnd(dt, (1, 2, 3, 4)), rnd(dt, (1, 2, 3, 2), 1, -1.2, 1.2), align_corners=False)],
+      FLOATS),
+    U("F.affine_grid", lambda dt: [S(rnd(dt, (2, 2, 3)), (2, 1, 3, 4), align_corners=False)], FLOATS),
+    U("F.unfold", lambda dt: [S(rnd(dt, (1, 2, 4, 5)), (2, 3), padding=1, stride=(1, 2))], FLOATS),
+    U("F.fold", lambda dt: [S(rnd(dt, (1, 12, 6)), (3, 4), 2)], FLOATS),
+    U("F.pixel_shuffle", lambda dt: [S(rnd(dt, (1, 8, 2, 3)), 2)]),
+    U("F.pixel_unshuffle", lambda dt: [S(rnd(dt, (1, 2, 4, 6)), 2)]),
+    U("F.bilinear", lambda dt: [S(rnd(dt, (3, 2)), rnd(dt, (3, 4), 1), rnd(dt, (5, 2, 4), 2), rnd(dt, (5,), 3))], FLOATS),
+    U("F.gumbel_softmax", lambda dt: [S(rnd(dt, (3, 4)), hard=True)], ("float32",), values=False,
+      grad=False),
 ]
 
 # Entries written as compositions of other entries' ops: CI checks their values, JGRAD_TEST_THOROUGH=1 their
@@ -585,8 +600,7 @@ for _info in TABLE:
 # PyTorch names jgrad does not provide (docs/differences.md, "Ops not provided"); a line here becomes an entry in
 # TABLE when the op is written.
 ABSENT = ["unique", "unique_consecutive", "bincount", "histc", "polar", "complex", "poisson", "logspace", "tril_indices",
-          "triu_indices", "F.bilinear", "F.local_response_norm", "F.pixel_shuffle", "F.pixel_unshuffle", "F.unfold",
-          "F.fold", "F.interpolate", "F.alpha_dropout"]
+          "triu_indices", "F.local_response_norm", "F.alpha_dropout"]
 
 # Public names whose entries come with work in progress elsewhere (they fail nothing meanwhile). Each group says
 # whose work it is; move a name into TABLE when its entry is written.
@@ -623,6 +637,9 @@ NOT_OPS = ["from_jax", "get_float32_matmul_precision", "set_float32_matmul_preci
            *["Tensor.is_" + k for k in "cpu meta mkldnn mps nested quantized sparse sparse_csr xpu".split()],
            # in-place aliases of transpose_ (one function: Tensor.transpose_'s tests hold for them)
            "Tensor.swapaxes_", "Tensor.swapdims_"]
+# COO sparse tensors (dense-backed; PyTorch's results are sparse, which the sweep does not compare): checked in
+# tests/test_nn_surface_sparse.py.
+NOT_OPS += ["sparse_coo_tensor", "layout", "Tensor.to_sparse", "Tensor.to_dense", "Tensor.layout"]
 
 # Differences from PyTorch that stay, each a deliberate choice listed in docs/differences.md:
 # (entry name, regex over the case's repr, reason).

@@ -31,9 +31,17 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "Mo
            "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm", "RNNBase", "RNN", "LSTM", "GRU", "RNNCell",
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "utils"]
 
+from .vision import (Bilinear, Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample,  # noqa: E402  (issue 30)
+                     UpsamplingBilinear2d, UpsamplingNearest2d)
+__all__ += ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "Unfold",
+            "Fold", "Bilinear"]
+from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: E402
+__all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
+
 from . import parallel  # noqa: E402,F401  (DistributedDataParallel; imports jgrad.distributed)
 from .parallel import DataParallel  # noqa: E402,F401
 for _path in ("activation", "batchnorm", "container", "conv", "dropout", "flatten", "instancenorm", "linear", "loss",
-              "module", "normalization", "pooling", "rnn", "sparse", "transformer"):
+              "module", "normalization", "pooling", "rnn", "sparse", "transformer", "upsampling", "pixelshuffle",
+              "fold"):
     # PyTorch's class paths (jgrad.nn.modules.rnn.LSTM), imported without rebinding jgrad.nn.rnn & co
     __import__(f"{__name__}.modules.{_path}")

@@ -18,8 +18,10 @@ from .. import ops as _ops
 from ..ops import attention as _attention, conv as _conv, normalization as _norm
 from ..ops import activations as _act, linalg as _linalg, nn_ops as _nn, pointwise as _pw, random_ops as _rand
 from ..ops import shape as _shape
+from ..ops import patches as _patches, resample as _resample
 from ..ops._registry import expect_tensor as _expect_tensor
 from ..ops.inplace import write as _write
+from .._dtype import finfo as _finfo
 
 
 
@@ -51,6 +53,10 @@ adaptive_avg_pool1d, adaptive_avg_pool2d = _conv.adaptive_avg_pool1d, _conv.adap
 adaptive_max_pool1d, adaptive_max_pool2d = _conv.adaptive_max_pool1d, _conv.adaptive_max_pool2d
 batch_norm, instance_norm = _norm.batch_norm, _norm.instance_norm
 group_norm, rms_norm = _norm.group_norm, _norm.rms_norm
+interpolate, grid_sample, affine_grid = _resample.interpolate, _resample.grid_sample, _resample.affine_grid
+upsample, upsample_nearest, upsample_bilinear = _resample.upsample, _resample.upsample_nearest, _resample.upsample_bilinear
+unfold, fold, bilinear = _patches.unfold, _patches.fold, _patches.bilinear
+pixel_shuffle, pixel_unshuffle = _patches.pixel_shuffle, _patches.pixel_unshuffle
 
 __all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "logsigmoid", "gelu", "tanh",
            "sigmoid", "relu", "relu6", "silu", "elu", "leaky_relu", "hardtanh", "softsign", "softmin", "softmax",
@@ -62,6 +68,8 @@ __all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "l
            "instance_norm", "group_norm", "rms_norm", "relu_", "mish", "hardswish", "hardsigmoid", "glu",
            "dropout1d", "dropout2d", "dropout3d", "cosine_similarity", "kl_div", "selu", "celu", "threshold",
            "softshrink", "hardshrink", "tanhshrink", "prelu"]
+__all__ += ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid",
+            "unfold", "fold", "pixel_shuffle", "pixel_unshuffle", "bilinear", "gumbel_softmax"]  # issue 30
 
 
 # ---- activations ---------------------------------------------------------------
@@ -351,6 +359,21 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
                          f"({list(input.shape)})")
     return _nn.binary_cross_entropy_with_logits(input, target, weight, reduction=reduction, pos_weight=pos_weight)
+
+
+def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1):
+    """Samples of the Gumbel-softmax distribution over ``dim``; ``hard``: one-hot values with the soft sample's
+    gradient (straight-through)."""
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", UserWarning, stacklevel=2)
+    u = _ops.rand_like(logits)
+    gumbels = -(-u.clamp_min(_finfo(logits.dtype).tiny).log()).log()  # -log(Exp(1)), as PyTorch's
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = _ops.zeros_like(logits).scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
 
 
 from .functional_losses import *  # noqa: E402,F401,F403  (more losses, distances and embedding_bag)

@@ -3,9 +3,10 @@
 Each layer and direction runs as one op whose jax forward is a ``lax.scan`` over time (one XLA
 kernel, the input projection of every step done as one matmul before the scan); its gradient
 comes from ``jax.vjp``. Gate order in the weights is PyTorch's: LSTM ``i, f, g, o``; GRU ``r, z, n``.
-``PackedSequence`` inputs are not supported (pad the batch and mask the loss instead).
+A ``PackedSequence`` runs padded, with a mask that holds each sequence's state after its last step.
 
-Imports ``_dispatch``, ``_tensor``, ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and
+Imports ``_dispatch``, ``_tensor``, ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter``,
+``nn.utils.rnn`` and
 the op library (``creation``, ``linalg``, ``shape``).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..ops.shape import cat, stack
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
+from .utils.rnn import PackedSequence, _packed_to_padded, _padded_to_packed
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -54,18 +56,27 @@ def _step(mode, xw, h, c, w_hh, b_hh, w_hr):
     return (jnp.tanh(pre) if mode == "RNN_TANH" else jax.nn.relu(pre)), c
 
 
-def _layer_fwd(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, *, mode, reverse):
-    """One layer and direction over a time-major sequence ``x`` (T, B, I): (outputs, h_T, c_T)."""
+def _layer_fwd(x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, mask, *, mode, reverse):
+    """One layer and direction over a time-major sequence ``x`` (T, B, I): (outputs, h_T, c_T).
+
+    ``mask`` (T, B) (a packed batch, padded): where False, the state passes unchanged and the output is 0, so
+    each sequence's final state is that of its last step, in either direction."""
     xw = _mm(x, w_ih)
     if b_ih is not None:
         xw = xw + b_ih
 
-    def body(carry, xt):
+    def body(carry, inp):
+        xt, mt = inp
         h, c = _step(mode, xt, carry[0], carry[1], w_hh, b_hh, w_hr)
-        return (h, c), h
+        if mt is None:
+            return (h, c), h
+        keep = mt[:, None]
+        h = jnp.where(keep, h, carry[0])
+        c = jnp.where(keep, c, carry[1]) if mode == "LSTM" else c
+        return (h, c), jnp.where(keep, h, jnp.zeros((), h.dtype))
 
     carry0 = (h0, c0 if c0 is not None else jnp.zeros((), x.dtype))
-    (h, c), ys = jax.lax.scan(body, carry0, xw, reverse=reverse)
+    (h, c), ys = jax.lax.scan(body, carry0, (xw, mask), reverse=reverse)
     return (ys, h, c) if mode == "LSTM" else (ys, h)
 
 
@@ -180,9 +191,11 @@ class RNNBase(Module):
         return hx
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if not isinstance(input, Tensor):
-            raise TypeError(f"{type(self).__name__} expects a Tensor input (PackedSequence is not supported by "
-                            f"jgrad), got {type(input).__name__}")
+            raise TypeError(f"{type(self).__name__} expects a Tensor or a PackedSequence input, got "
+                            f"{type(input).__name__}")
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
         if input.shape[-1] != self.input_size:
@@ -191,6 +204,31 @@ class RNNBase(Module):
         unbatched = input.ndim == 2
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
         state = self._hidden(input, hx, x.shape[1], unbatched)
+        output, hidden = self._layers(x, state, None)
+        output = output.squeeze(1) if unbatched else (output.transpose(0, 1) if self.batch_first else output)
+        if unbatched:
+            hidden = [h.squeeze(1) for h in hidden]
+        return output, (tuple(hidden) if self.mode == "LSTM" else hidden[0])
+
+    def _forward_packed(self, input, hx):
+        """A PackedSequence: run on its padded, time-major form with a mask; pack the output the same way."""
+        data, batch_sizes, sorted_indices, unsorted_indices = input
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{data.shape[-1]}")
+        x, mask = _packed_to_padded(data, batch_sizes)
+        if hx is not None and sorted_indices is not None:  # the user's hx is in the batch's own order
+            hx = tuple(h.index_select(1, sorted_indices) for h in hx) if self.mode == "LSTM" else \
+                hx.index_select(1, sorted_indices)
+        state = self._hidden(data, hx, x.shape[1], False)
+        output, hidden = self._layers(x, state, mask)
+        if unsorted_indices is not None:
+            hidden = [h.index_select(1, unsorted_indices) for h in hidden]
+        output = PackedSequence(_padded_to_packed(output, batch_sizes), batch_sizes, sorted_indices, unsorted_indices)
+        return output, (tuple(hidden) if self.mode == "LSTM" else hidden[0])
+
+    def _layers(self, x, state, mask):
+        """Every layer and direction over time-major ``x``: (output (T, B, D * H), [h_n] or [h_n, c_n])."""
         dirs = 2 if self.bidirectional else 1
         op = _LAYER_OPS[self.mode]
         h_n, c_n = [], []
@@ -200,7 +238,7 @@ class RNNBase(Module):
                 k = layer * dirs + direction
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
                 c0 = state[1][k] if self.mode == "LSTM" else None
-                res = call(op, x, state[0][k], c0, w_ih, w_hh, b_ih, b_hh, w_hr, mode=self.mode,
+                res = call(op, x, state[0][k], c0, w_ih, w_hh, b_ih, b_hh, w_hr, mask, mode=self.mode,
                            reverse=bool(direction))
                 outs.append(res[0])
                 h_n.append(res[1])
@@ -209,11 +247,7 @@ class RNNBase(Module):
             x = outs[0] if dirs == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        output = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
-        hidden = [stack(h_n, 0)] + ([stack(c_n, 0)] if self.mode == "LSTM" else [])
-        if unbatched:
-            hidden = [h.squeeze(1) for h in hidden]
-        return output, (tuple(hidden) if self.mode == "LSTM" else hidden[0])
+        return x, [stack(h_n, 0)] + ([stack(c_n, 0)] if self.mode == "LSTM" else [])
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

@@ -1,4 +1,5 @@
-"""``torch.nn.modules.linear``: ``Identity``, ``Linear``, re-exported from where jgrad defines them."""
+"""``torch.nn.modules.linear``: ``Identity``, ``Linear``, ``Bilinear``, re-exported from where jgrad defines them."""
 from . import Identity, Linear  # noqa: F401
+from ..vision import Bilinear  # noqa: F401
 
-__all__ = ["Identity", "Linear"]
+__all__ = ["Identity", "Linear", "Bilinear"]

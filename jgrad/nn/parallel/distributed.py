@@ -18,11 +18,12 @@ Imports ``_tensor``, ``_device``, ``nn.module`` and ``jgrad.distributed`` (meshe
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections import OrderedDict
 
 import jax
 
-from ..._device import MeshDevice
+from ..._device import PLAIN_JOINS, MeshDevice
 from ..._tensor import Tensor
 from ...distributed import ProcessGroup
 from ...distributed._mesh import DeviceMesh, _kind
@@ -38,8 +39,9 @@ class DistributedDataParallel(Module):
     objects: an optimizer made before or after works unchanged). ``forward`` shards every plain tensor
     argument on dimension ``dim`` over the mesh (``DTensor.from_local``: each process passes its own
     part of the batch; in a one-process run, the whole batch) and returns the module's output, a
-    DTensor. Distribute targets the same way before the loss (``DTensor.from_local(y, mesh,
-    [Shard(0)])``): mixing a plain tensor with a DTensor is an error, as in PyTorch.
+    DTensor. A plain target meets it as in PyTorch (``mse_loss(ddp_model(x), y)``): a plain tensor shaped
+    like this process's part of the output joins sharded like the batch, any other plain tensor replicated
+    (``_plain_join``).
 
     Without ``device_mesh`` (and ``process_group``) the mesh spans every device of the parameters'
     type (every process's); with ``process_group``, the devices of its ranks. ``init_sync`` broadcasts
@@ -86,6 +88,9 @@ class DistributedDataParallel(Module):
             _distribute_(p, device_mesh, replicate, src_data_rank=src)
         for b in module.buffers():
             _distribute_(b, device_mesh, replicate, src_data_rank=src)
+        owners = _OWNERS.setdefault(device_mesh._device, weakref.WeakSet())
+        owners.add(self)
+        PLAIN_JOINS[device_mesh._device] = _plain_join(device_mesh, dim, owners)
 
     def forward(self, *inputs, **kwargs):
         """Shard the tensor arguments on ``dim`` over the mesh, then run the module."""
@@ -140,6 +145,32 @@ class DistributedDataParallel(Module):
     def register_comm_hook(self, state, hook):
         raise NotImplementedError("DistributedDataParallel.register_comm_hook is not supported by jgrad: the gradient "
                                   "reduction is an XLA collective inside the compiled backward, not a hook point.")
+
+
+_OWNERS: dict = {}  # MeshDevice -> the live DistributedDataParallel modules over it
+
+
+def _plain_join(mesh, dim, owners):
+    """How a plain tensor joins an op on DDP's mesh (``_device.PLAIN_JOINS``), as in a PyTorch DDP program where
+    it meets each rank's part of the output: a tensor whose size on ``dim`` is this process's part of a mesh
+    operand's (a target, class labels) is that part, sharded on ``dim`` like the batch; any other is a
+    constant every rank holds, replicated. One that requires grad is refused (PyTorch's mixing error: its
+    gradient would be a DTensor), and so is every plain tensor once no DDP over the mesh lives.
+
+    With one process per device, ops that compare shapes before they run (``mse_loss``'s target check) see
+    the output's global shape and the target's local one and refuse them: distribute such a target by hand
+    (``DTensor.from_local(y, mesh, [Shard(0)])``)."""
+    per_process = mesh.size() // max(1, len(mesh._jax_mesh.local_devices))
+
+    def join(t, args):
+        if t.requires_grad or not owners:
+            return None
+        sharded = t.ndim > dim and any(isinstance(a, Tensor) and a._device is mesh._device and a.ndim > dim
+                                       and a.shape[dim] == t.shape[dim] * per_process for a in args)
+        place = [Shard(dim)] if sharded else [Replicate()]
+        return DTensor.from_local(t.detach(), mesh, place)
+
+    return join
 
 
 def _default_mesh(module, process_group):
