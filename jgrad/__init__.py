@@ -41,6 +41,8 @@ import importlib as _importlib  # noqa: E402
 linalg = _importlib.import_module(".linalg", __name__)  # torch.linalg's names (not ops.linalg, which `*` exported)
 from . import distributions, fft, special  # noqa: E402  (torch.distributions', torch.fft's, torch.special's names)
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
+from . import compiler  # noqa: E402  (jg.compile: torch.compile's contract on capture)
+from .compiler import compile  # noqa: E402,A004
 
 __version__ = "0.1.0"
 
