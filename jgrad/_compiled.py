@@ -112,7 +112,8 @@ class _Undo:
         cap = self.cap
         if cap is not None:  # other leaves the call read: a .grad made inside it had none before
             for kind, t in cap.inputs:
-                if kind == "tensor" and t._req and t.grad is not None and _own_buffer(t.grad, cap):
+                if kind == "tensor" and t._req and t._grad_fn is None and t.grad is not None \
+                        and _own_buffer(t.grad, cap):
                     t.grad = None
         for opt, saved in self.states:
             for p in [p for p in opt.state if p not in saved]:
@@ -208,8 +209,8 @@ class Program:
         touched = {id(t): t for t, _ in cap.written.values()}
         for t in known + [obj for kind, obj in cap.inputs if kind == "tensor"]:
             touched.setdefault(id(t), t)
-        self.grads = [(t, t.grad) for t in touched.values()
-                      if isinstance(t, Tensor) and t._req and t.grad is not None and _own_buffer(t.grad, cap)]
+        self.grads = [(t, t.grad) for t in touched.values() if isinstance(t, Tensor) and t._req
+                      and t._grad_fn is None and t.grad is not None and _own_buffer(t.grad, cap)]
         if live:
             self._capture_backward(live, cap, device)
         return self
