@@ -311,8 +311,12 @@ class Program:
         if not self.differentiable or not _grad_state.grad_enabled:
             return self.replay_step(tensors)
         n = len(self.placeholders)
-        outs = _CompiledCall.apply(self, n, *tensors, *self.closure_leaves)
-        return list(outs)
+        box = []
+        diff = _CompiledCall.apply(self, n, box, *tensors, *self.closure_leaves)
+        leaves = box[0]  # the call's outputs; those that carry gradients come from the Function
+        for i, t in zip(self.diff_outputs, diff):
+            leaves[i] = t
+        return leaves
 
 
 def _reached_leaves(outs, first_seq):
@@ -343,18 +347,16 @@ class _CompiledCall(Function):
     """One call of a differentiable program: the forward graph's replay, then the backward graph's."""
 
     @staticmethod
-    def forward(ctx, prog, n, *inputs):
+    def forward(ctx, prog, n, box, *inputs):
         tensors = list(inputs[:n])
         prog.bind(tensors)
         prog.fwd.replay()
         leaves = prog._finish(tensors)
+        box.append(leaves)
         ctx.prog = prog
         ctx.saved = [b.value for b in prog.saved_buffers]
         ctx.args = [ph._data for ph in prog.placeholders]
-        ctx.n_out = len(leaves)
-        diff = set(prog.diff_outputs)
-        ctx.mark_non_differentiable(*[t for i, t in enumerate(leaves) if i not in diff and isinstance(t, Tensor)])
-        return tuple(leaves)
+        return tuple(leaves[i] for i in prog.diff_outputs)
 
     @staticmethod
     @once_differentiable
@@ -364,8 +366,7 @@ class _CompiledCall(Function):
             b._val = v
         for ph, a in zip(prog.placeholders, ctx.args):
             ph._data = a
-        for static, i in zip(prog.static_grad_outputs, prog.diff_outputs):
-            g = grads[i]
+        for static, g in zip(prog.static_grad_outputs, grads):
             if g is not None:
                 static._data = array_of(g)
             else:
@@ -373,7 +374,7 @@ class _CompiledCall(Function):
                     static._data = jax.numpy.zeros(static.shape, static.dtype.np)
         prog.bwd.replay()
         by_id = {id(t): g for t, g in zip(prog.surface, prog.static_grads)}
-        out = [None, None]
+        out = [None, None, None]
         for ph in prog.placeholders:
             g = by_id.get(id(ph)) if ph._req else None
             out.append(_fresh(g))
