@@ -88,6 +88,14 @@ def jgrad_variants(cfg, state, x, y, device, only):
             print(f"- jgrad auto: compiled after {took:.1f} s of warm-up steps", file=sys.stderr)
         out.append(common.Variant(f"jgrad {mode}", run, note="op by op" if mode == "eager" else
                                   "tiered: the repeated step runs as one compiled executable"))
+    _captured_variants(cfg, state, jx, jy, device, only, make_step, out, losses)
+    return out, losses
+
+
+def _captured_variants(cfg, state, jx, jy, device, only, make_step, out, losses):
+    """The replay row (capture once, ``g.replay()``) and the ``jg.compile`` row."""
+    import jgrad as jg
+
     if "jgrad replay" in only:
         model, opt = _jgrad_model(cfg, state, device)
         step = make_step(model, opt)
@@ -116,7 +124,6 @@ def jgrad_variants(cfg, state, x, y, device, only):
         losses["jg.compile"] = float(run_compiled()[0].item())
         run_compiled()  # the call that captures and compiles
         out.append(common.Variant("jg.compile", run_compiled, note="jg.compile(step): guards, then a replay"))
-    return out, losses
 
 
 # --------------------------------------------------------------------------------------------------- jax
@@ -338,6 +345,10 @@ def main(argv=None):
     notes += tn
     repeat = args.repeat or (3 if args.quick else 10)
     res, host = compare(variants, repeat, batch_s=0.5 if not args.tiny else 0.05)
+    report(args, cfg, env, res, host, losses, notes)
+
+
+def report(args, cfg, env, res, host, losses, notes):
     c = cfg
     title = (f"GPT-2-small step: {c['n_layer']} layers, {c['n_head']} heads, width {c['n_embd']}, context "
              f"{c['block_size']}, vocabulary {c['vocab_size']}, batch {c['batch']}, AdamW, float32"
