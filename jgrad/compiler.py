@@ -289,21 +289,35 @@ def _key(flat, tree, watched, fn, globs, names):
 _MISSING = object()
 
 
-def _param_key(p):
-    return (id(p), p.shape, p.dtype, p._req, p.grad is None)
-
-
 def _module_key(m):
-    return (id(m), tuple(s.training for s in m.modules()), tuple(map(_param_key, m.parameters())),
-            tuple(map(id, m.buffers())))
+    """Every submodule's ``training`` flag; each parameter's identity, shape, dtype, ``requires_grad`` and whether
+    its ``.grad`` is set; each buffer's identity. (A walk of the ``_modules`` dicts: ``modules()`` and
+    ``parameters()`` cost ~30x more on a 12-layer GPT.)"""
+    training, params, bufs, seen = [], [], [], set()
+    stack = [m]
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        training.append(s.training)
+        for p in s._parameters.values():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        bufs.extend(map(id, s._buffers.values()))
+        stack.extend(s._modules.values())
+    data = [p._data for p in params]
+    return (id(m), tuple(training), tuple(map(id, params)), tuple([p._grad is None for p in params]),
+            tuple([p._req for p in params]), tuple([getattr(d, "shape", None) for d in data]),
+            tuple([getattr(d, "dtype", None) for d in data]), tuple(bufs))
 
 
 def _optimizer_key(opt):
-    parts = [id(opt)]
+    parts = [id(opt), len(opt.state)]
     for group in opt.param_groups:
-        parts.append(tuple((k, v if type(v) in _SCALARS or isinstance(v, tuple) else id(v))
-                           for k, v in group.items() if k != "params"))
-        parts.append(tuple((id(p), p in opt.state) for p in group["params"]))
+        parts.append(tuple([(k, v if type(v) in _SCALARS or isinstance(v, tuple) else id(v))
+                            for k, v in group.items() if k != "params"]))
+        parts.append(tuple(map(id, group["params"])))
     return tuple(parts)
 
 

@@ -37,7 +37,13 @@ SCALE = 2.0
 
 @pytest.mark.one_execution_mode
 def test_every_guard_recompiles_and_matches_eager():
-    """Each guard changed alone compiles one new program, whose result is the uncompiled function's."""
+    """Each guard changed alone compiles one new program, whose result is the uncompiled function's. In "auto"
+    mode: the warm-up call is recorded, and each capture reads pending results as inputs."""
+    with jg.execution_mode("auto"):
+        _guards()
+
+
+def _guards():
     def f(x, k):
         return x * SCALE + k
 
@@ -149,12 +155,10 @@ def _jg_train(weights, xs, ys, compiled, read_item=False):
 
 @pytest.mark.one_execution_mode
 def test_train_step_matches_pytorch_and_eager():
-    """MLP + AdamW: zero_grad, forward, backward() and step() inside the compiled function, whose warm-up call
-    runs in "auto" mode (the capture then reads that call's pending results as inputs)."""
+    """MLP + AdamW: zero_grad, forward, backward() and step() inside the compiled function."""
     torch = pytest.importorskip("torch")
     weights, xs, ys = _mlp_and_data(0)
-    with jg.execution_mode("auto"):
-        losses, params, run, _ = _jg_train(weights, xs, ys, compiled=True)
+    losses, params, run, _ = _jg_train(weights, xs, ys, compiled=True)
     assert _programs(run) == 1 and run.cache_info["calls"] == 4  # a warm-up, then one program replayed
     eager_losses, eager_params = _eager_reference(0)
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
