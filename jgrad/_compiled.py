@@ -94,7 +94,7 @@ class _Undo:
     def __init__(self, leaves, optimizers):
         self.cap = None
         self.leaves = leaves
-        self.grads = [(t, t.grad) for t in leaves]
+        self.grads = [(t, t._grad) for t in leaves]
         self.states = [(opt, {p: (st, dict(st)) for p, st in opt.state.items()}) for opt in optimizers]
 
     def new_state(self):
@@ -107,8 +107,8 @@ class _Undo:
 
     def __call__(self):
         for t, g in self.grads:
-            if t.grad is not g:
-                t.grad = g
+            if t._grad is not g:
+                t._grad = g
         cap = self.cap
         if cap is not None:  # other leaves the call read: a .grad made inside it had none before
             for kind, t in cap.inputs:
@@ -197,9 +197,9 @@ class Program:
         except _ProbeDone:
             undo()
             raise Break(WARM_UP) from None
-        except Exception as e:
+        except BaseException as e:
             undo()
-            if body_done:  # the compile at the capture's end failed: the call runs eagerly
+            if body_done and isinstance(e, Exception):  # the compile at the capture's end failed: run eagerly
                 raise Break(f"compiling the captured call failed ({type(e).__name__}: {e})", e) from None
             raise
         self.fwd = g
@@ -283,8 +283,8 @@ class Program:
 
     def _finish(self, tensors):
         for t, gr in self.grads:
-            if t.grad is not gr:
-                t.grad = gr
+            if t._grad is not gr:
+                t._grad = gr
         if self.mutated:
             with no_grad():
                 for i in self.mutated:
