@@ -151,10 +151,10 @@ class CompiledFunction:
                 entry = self._miss(key, flat, watched, args, kwargs)
                 if entry is None:
                     return self._fn(*args, **kwargs)
-        if isinstance(entry, _Eager):
-            return self._fn(*args, **kwargs)
-        tensors = [x for x in flat if isinstance(x, Tensor)]
-        return _compiled._unflatten(entry.out_tree, entry.call(tensors))
+            if isinstance(entry, _compiled.Program):  # (the placeholders are the program's: one call at a time)
+                leaves = entry.call([x for x in flat if isinstance(x, Tensor)])
+                return _compiled._unflatten(entry.out_tree, leaves)
+        return self._fn(*args, **kwargs)
 
     def _miss(self, key, flat, watched, args, kwargs):
         """A new guard key: warm up, capture, or (past the limit) run eagerly. None: run eagerly this call."""
@@ -177,7 +177,7 @@ class CompiledFunction:
                 raise Unsupported(self._break_message(b)) from b.error
             if not isinstance(b.error, CaptureError) and b.error is not None:
                 warnings.warn(f"jg.compile: {b.reason}; {self._name()} runs eagerly for these inputs.",
-                              stacklevel=4)
+                              stacklevel=3)
             self._entries[key] = _Eager(b.reason)
             return None
         finally:
