@@ -109,16 +109,17 @@ def test_recompile_limit_warns_once_then_runs_eagerly():
 
 
 def _mlp_and_data(seed=0):
+    """tests/test_execution.py's MLP shapes (6-16-3, batch 5): the suite compiles their kernels once."""
     rng = np.random.default_rng(seed)
-    w1, b1 = rng.standard_normal((16, 8)).astype(np.float32) * 0.3, rng.standard_normal(16).astype(np.float32) * 0.1
-    w2, b2 = rng.standard_normal((4, 16)).astype(np.float32) * 0.3, rng.standard_normal(4).astype(np.float32) * 0.1
-    xs = [rng.standard_normal((32, 8)).astype(np.float32) for _ in range(4)]
-    ys = [rng.standard_normal((32, 4)).astype(np.float32) for _ in range(4)]
+    w1, b1 = rng.standard_normal((16, 6)).astype(np.float32) * 0.3, rng.standard_normal(16).astype(np.float32) * 0.1
+    w2, b2 = rng.standard_normal((3, 16)).astype(np.float32) * 0.3, rng.standard_normal(3).astype(np.float32) * 0.1
+    xs = [rng.standard_normal((5, 6)).astype(np.float32) for _ in range(4)]
+    ys = [rng.standard_normal((5, 3)).astype(np.float32) for _ in range(4)]
     return (w1, b1, w2, b2), xs, ys
 
 
 def _jg_mlp(weights):
-    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
     with jg.no_grad():
         for p, w in zip(model.parameters(), weights):
             p.copy_(jg.tensor(w))
@@ -164,7 +165,7 @@ def test_train_step_matches_pytorch_and_eager():
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
     for a, b in zip(params, eager_params):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    tm = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
     with torch.no_grad():
         for p, w in zip(tm.parameters(), weights):
             p.copy_(torch.tensor(w))
@@ -227,7 +228,7 @@ def test_module_compile_gradients_match_pytorch():
     assert isinstance(om, nn.Module) and om._orig_mod is model
     assert list(om.state_dict()) == ["_orig_mod." + k for k in model.state_dict()]
     model.compile()
-    tm = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
     with torch.no_grad():
         for p, w in zip(tm.parameters(), weights):
             p.copy_(torch.tensor(w))
@@ -261,7 +262,7 @@ def test_module_compile_gradients_match_pytorch():
     assert not out.requires_grad and _programs(cf) == n + 1
     np.testing.assert_allclose(_np(out), tm(torch.tensor(xs[0])).detach().numpy(), rtol=1e-5, atol=1e-6)
     model.train()
-    model[0].weight = nn.Parameter(jg.zeros(16, 8))  # a parameter replaced: its identity is guarded
+    model[0].weight = nn.Parameter(jg.zeros(16, 6))  # a parameter replaced: its identity is guarded
     with jg.no_grad():
         np.testing.assert_allclose(_np(model(jg.tensor(xs[0]))), _np(model[2](jg.tanh(model[0](jg.tensor(xs[0]))))),
                                    rtol=1e-6)

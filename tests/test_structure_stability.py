@@ -45,9 +45,9 @@ def _rounds(step, warm, rounds=2, per=3):
 
 
 def _mlp_step(read):
-    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))  # tests/test_execution.py's shapes
     opt = jg.optim.AdamW(model.parameters(), lr=1e-2)
-    x, y = jg.randn(32, 8), jg.randn(32, 4)
+    x, y = jg.randn(5, 6), jg.randn(5, 3)
     losses = []
 
     def step():
