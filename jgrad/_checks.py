@@ -102,10 +102,11 @@ class _ThreadChecks:
     """One thread's checks not yet reported (in issue order), and per device the tensor that is 0 once one of
     them failed ("auto" mode: the gate of that thread's in-place writes)."""
 
-    __slots__ = ("pending", "ok")
+    __slots__ = ("pending", "ok", "held")
 
     def __init__(self):
         self.pending, self.ok = [], {}
+        self.held = {}  # per device, the flag the current one was made from: kept, so never donated (below)
 
 
 _threads: dict = {}   # thread id -> _ThreadChecks: a report goes to the thread that issued the op
@@ -172,7 +173,24 @@ def _pend(checks):
     for c in checks:  # 1 while every pending check of the thread passed: recorded beside them, no sync
         dev = c.flag._device
         ok = st.ok.get(dev)
-        st.ok[dev] = call(CHECK_OK, c.flag) if ok is None else call(CHECK_OK_AND, ok, c.flag)
+        # Always CHECK_OK_AND, from a constant 1 when nothing is pending: the step after a host sync then records
+        # the same structure as the steps between syncs (an input either way), so it does not compile apart.
+        # The previous flag is held one step longer: a segment never donates it, as it never donates the constant,
+        # so the step after a sync and the others also donate the same inputs (one executable, not two).
+        prev = st.held[dev] = ok if ok is not None else _passed(dev)
+        st.ok[dev] = call(CHECK_OK_AND, prev, c.flag)
+
+
+_PASSED: dict = {}
+
+
+def _passed(dev):
+    """A 0-d int64 1 on ``dev`` (no check failed yet), made once per device."""
+    t = _PASSED.get(dev)
+    if t is None:
+        with _dtype.x64_scope():
+            t = _PASSED[dev] = Tensor._make(jax.device_put(jnp.ones((), jnp.int64), dev._placement), dev)
+    return t
 
 
 def _gate_for(tid, device):
@@ -203,6 +221,7 @@ def verify(noticed: str) -> None:
         del st.pending[:len(checks)]
         if not st.pending:
             st.ok.clear()
+            st.held.clear()
             _threads.pop(threading.get_ident(), None)
     with _dtype.x64_scope():
         try:

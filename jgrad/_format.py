@@ -144,6 +144,11 @@ def _report_checks():
         hook("printing a tensor", None)
 
 
+# Called with the tensor when one that has no value yet (captured, not replayed) is printed: jg.compile makes
+# that a host read (a graph break), where a plain capture prints a placeholder.
+unreplayed_repr_hooks: list = []
+
+
 def _tensor_repr(t) -> str:
     prefix = "tensor("
     suffix = []
@@ -157,6 +162,8 @@ def _tensor_repr(t) -> str:
     default_complex = _dtype.complex128 if default_float is _dtype.float64 else _dtype.complex64
     dt = t.dtype
     if data is None:
+        for hook in unreplayed_repr_hooks:
+            hook(t)
         body = "<no data yet: captured, replay the graph first>"
         suffix.append(f"size={list(t.shape)}")
         if dt not in (default_float, default_complex, _dtype.bool, _dtype._index_dtype()):

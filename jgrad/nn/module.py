@@ -441,12 +441,24 @@ class Module(StateDictMixin):
 
     # ---- call ------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:  # Module.compile()
+            return compiled(*args, **kwargs)
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
-    _call_impl = __call__
+    def _call_impl(self, *args, **kwargs):
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's calls in place with ``jg.compile(self._call_impl, *args, **kwargs)``."""
+        from ..compiler import compile as _compile
+        object.__setattr__(self, "_compiled_call_impl", _compile(self._call_impl, *args, **kwargs))
 
     def _run_forward_pre_hooks(self, args, kwargs):
         for hook_id, hook in list(self._forward_pre_hooks.items()):
@@ -562,3 +574,23 @@ def _parse_to(*args, **kwargs):
         elif a is not None:
             device = a
     return (_device(device) if device is not None else None), dtype
+
+
+class OptimizedModule(Module):
+    """What ``jg.compile(module)`` returns (PyTorch's ``OptimizedModule``): the module as ``_orig_mod``, its
+    calls compiled; other attributes are the original module's."""
+
+    def __init__(self, mod: Module, compiled) -> None:
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_compiled_forward", compiled)
+        object.__setattr__(self, "training", mod.training)
+
+    def forward(self, *args, **kwargs):
+        return self._compiled_forward(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
