@@ -41,6 +41,7 @@ import importlib as _importlib  # noqa: E402
 linalg = _importlib.import_module(".linalg", __name__)  # torch.linalg's names (not ops.linalg, which `*` exported)
 from . import distributions, fft, special  # noqa: E402  (torch.distributions', torch.fft's, torch.special's names)
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
+from . import func  # noqa: E402  (torch.func: JAX's transforms of jgrad functions; installs autograd's batched grad)
 
 __version__ = "0.1.0"
 
