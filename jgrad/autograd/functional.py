@@ -202,9 +202,10 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs`` (one row per output element; ``vectorize`` batches them)."""
     if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your function '
-                         'has more outputs than inputs, "forward-mode" tends to be more performant. Otherwise, '
-                         'prefer to use "reverse-mode".')
+        # PyTorch's exception class (its check is an assert statement)
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
+                             'function has more outputs than inputs, "forward-mode" tends to be more performant. '
+                             'Otherwise, prefer to use "reverse-mode".')
     if strategy == "forward-mode":
         if create_graph:
             raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` and "
@@ -287,19 +288,22 @@ def _jacfwd(func, inputs, strict, vectorize):
                            "`strategy=\"reverse-mode\"`.")
     from .. import func as _func
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
-    probe = func(*[i.detach() for i in inputs])
-    is_outputs_tuple = isinstance(probe, tuple)
-    jac = _func.jacfwd(lambda *xs: func(*xs), argnums=tuple(range(len(inputs))))(*[i.detach() for i in inputs])
-    if not is_outputs_tuple:
-        jac = (jac,)
-    return _tuple_postprocess(tuple(tuple(r) for r in jac), (is_outputs_tuple, is_inputs_tuple))
+    is_outputs_tuple = []
+
+    def as_tuple(*xs):  # jacfwd of a function that returns a tuple of outputs
+        out = func(*xs)
+        is_outputs_tuple.append(isinstance(out, tuple))
+        return out if isinstance(out, tuple) else (out,)
+
+    jac = _func.jacfwd(as_tuple, argnums=tuple(range(len(inputs))))(*[i.detach() for i in inputs])
+    return _tuple_postprocess(tuple(tuple(r) for r in jac), (is_outputs_tuple[-1], is_inputs_tuple))
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
     """The Hessian of the scalar function ``func`` at ``inputs``: the Jacobian of its gradient."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def ensure_single_output_function(*inp):
         out = func(*inp)
