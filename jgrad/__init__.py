@@ -47,6 +47,7 @@ from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are 
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
 from . import compiler  # noqa: E402  (jg.compile: torch.compile's contract on capture)
 from .compiler import compile  # noqa: E402,A004
+from . import func  # noqa: E402  (torch.func: JAX's transforms of jgrad functions; installs autograd's batched grad)
 
 __version__ = "0.1.0"
 

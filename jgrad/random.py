@@ -54,6 +54,12 @@ class Generator:
 
     def next_key(self):
         """Advance the state and return a fresh key (raw uint32 key data)."""
+        hooks = getattr(_key_hooks, "stack", None)
+        if hooks:  # inside jgrad.func.vmap: its randomness rule decides (jgrad.func)
+            return hooks[-1](self)
+        return self._advance()
+
+    def _advance(self):
         s = _current_for(self.device)
         if s._capture is not None:
             return s._capture.next_key(self, s)  # the key is threaded through the executable
@@ -80,6 +86,10 @@ class Generator:
         with self._lock:
             self._key = jax.device_put(np.asarray(arr, np.uint32), self.device._placement)
         return self
+
+
+#: Per thread, a stack of ``hook(generator) -> key`` that replace ``next_key`` (``jgrad.func.vmap``'s randomness).
+_key_hooks = threading.local()
 
 
 def _seed_value(seed) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .. import _factories
 from .._tensor import Tensor
 from . import graph  # noqa: F401
+from . import functional  # noqa: F401
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .engine import engine as _engine, set_grad_trimming
 from .function import Function, FunctionCtx, InplaceFunction, once_differentiable  # noqa: F401
@@ -147,10 +148,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                          "allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
-    if is_grads_batched:
-        raise NotImplementedError("is_grads_batched=True is not supported by jgrad; use jax.vmap through "
-                                  "interop.jax.functionalize instead.")
     outputs = _as_tuple(outputs)
+    if is_grads_batched:
+        return _batched_grad(grad, outputs, _as_tuple(inputs), _grads_tuple(grad_outputs, len(outputs)),
+                             retain_graph, create_graph, allow_unused, materialize_grads)
     inputs_t = _as_tuple(inputs)
     grads = _make_grads(outputs, _grads_tuple(grad_outputs, len(outputs)))
     if retain_graph is None:
@@ -169,6 +170,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 r = t.new_zeros(t.shape, requires_grad=bool(create_graph))
         out.append(r)
     return tuple(out)
+
+
+# Installed by jgrad.func: grad(..., is_grads_batched=True), the engine run once under vmap.
+_batched_grad = None
 
 
 def queue_callback(callback) -> None:

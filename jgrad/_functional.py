@@ -1,0 +1,141 @@
+"""The bridge of ``jgrad.func``: a jgrad function as a pure JAX function of arrays, and back.
+
+Every jgrad op runs a ``jax.jit`` kernel, and jit kernels accept tracers, so tensors whose storage is a
+tracer flow through jgrad's ops unchanged: calling a jgrad function on tensors that wrap (traced) arrays
+*is* tracing it into JAX. ``jgrad.func`` wraps the arrays as tensors (``wrap``), applies JAX's transform,
+and wraps the arrays it returns as tensors again. Nesting works because a transformed function is itself
+a jgrad function of tensors (that wrap the outer transform's tracers).
+
+``run`` traces a transform on every call and compiles it once per traced structure: closed-over tensors
+become arguments of the executable (never baked-in constants), and the ops run as one XLA executable.
+While a transform traces (``transform_scope``), the door runs eagerly (a tracer is never recorded into an
+"auto"-mode segment), 64-bit types are on as for every kernel, a backward pass inside the function runs
+on the calling thread (JAX's tracing state is per thread), and random draws advance the generator's
+concrete state (``advance_outside_trace``), never a traced one.
+
+Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random`` and ``autograd`` (grad mode): the library layer
+(docs/design.md, "Layers"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
+the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+
+import jax
+import jax.numpy as jnp
+
+from . import _dtype, random as _random
+from ._device import get_default_device
+from ._recorder import Buffer
+from ._tensor import Tensor
+from .autograd.grad_mode import state as _state
+
+__all__ = ["array_of", "wrap", "is_tensor", "first_device", "transform_scope", "run", "outputs_to_arrays"]
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+def array_of(t: Tensor):
+    """``t``'s array (a tracer inside a transform); a pending value is read first."""
+    d = t._data
+    if d is None or type(d) is Buffer:
+        return t._value
+    return d
+
+
+def wrap(a, device=None) -> Tensor:
+    """A tensor (no history) around the array or tracer ``a``."""
+    return Tensor._make(a, device if device is not None else get_default_device())
+
+
+def first_device(leaves, devs):
+    """The device results are put on: the first tensor argument's, else the default device."""
+    return next((d for d in devs if d is not None), None) or get_default_device()
+
+
+def advance_outside_trace(gen):
+    """``gen``'s next key, computed on the concrete state even while a transform traces (under ``jax.jit``
+    the split would otherwise be staged and the generator would keep a tracer)."""
+    with jax.ensure_compile_time_eval():
+        return gen._advance()
+
+
+@contextlib.contextmanager
+def transform_scope():
+    """What every transform call runs under: eager dispatch, jgrad's 64-bit scope, backward on this thread,
+    random draws on the concrete generator state."""
+    from . import _segment
+    stack = getattr(_random._key_hooks, "stack", None)
+    if stack is None:
+        stack = _random._key_hooks.stack = []
+    prev_mt = _state.multithreading_enabled
+    _state.multithreading_enabled = False
+    stack.append(advance_outside_trace)
+    try:
+        if _segment.auto[0]:  # leaving "auto" mode runs the pending work: the inputs are read before the trace
+            with _segment.execution_mode("eager"), _dtype.x64_scope():
+                yield
+        else:
+            with _dtype.x64_scope():
+                yield
+    finally:
+        stack.pop()
+        _state.multithreading_enabled = prev_mt
+
+
+#: str(jaxpr) -> the jitted evaluator of that traced structure (least recently used first).
+_EXECUTABLES: collections.OrderedDict = collections.OrderedDict()
+MAX_EXECUTABLES = 256
+
+
+def run(fn, *args):
+    """``fn(*args)`` (``fn``: a JAX transform of a traced jgrad function), compiled as one executable.
+
+    The function is traced on every call (so tensors it reads from its closure are read afresh, as
+    arguments of the executable, never baked in as constants), and compiled once per traced structure.
+    Inside another transform (an argument is a tracer) it runs as it is: the outer one compiles the whole.
+    """
+    flat, _ = jax.tree_util.tree_flatten(args)
+    if any(isinstance(a, jax.core.Tracer) for a in flat):
+        return fn(*args)
+    try:
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    finally:
+        _forget_traced_offsets()
+    key = str(closed.jaxpr)
+    exe = _EXECUTABLES.get(key)
+    if exe is None:
+        jaxpr = closed.jaxpr
+        exe = _EXECUTABLES[key] = jax.jit(lambda consts, xs: jax.core.eval_jaxpr(jaxpr, consts, *xs))
+        if len(_EXECUTABLES) > MAX_EXECUTABLES:
+            _EXECUTABLES.popitem(last=False)
+    else:
+        _EXECUTABLES.move_to_end(key)
+    out = exe(list(closed.consts), flat)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
+
+
+def _forget_traced_offsets():
+    """Views made while tracing cache their offset arrays (``_views.offsets``) as tracers of that trace: drop
+    them, so that later calls make concrete ones."""
+    from . import _views
+    for k in [k for k, v in _views._OFFSETS.items() if isinstance(v, jax.core.Tracer)]:
+        _views._OFFSETS.pop(k, None)
+
+
+def outputs_to_arrays(out, what):
+    """A function's output tree with its tensors as arrays; other leaves must be numbers."""
+    leaves, treedef = jax.tree_util.tree_flatten(out, is_leaf=is_tensor)
+    arrs = []
+    for x in leaves:
+        if isinstance(x, Tensor):
+            arrs.append(array_of(x))
+        elif isinstance(x, (int, float, complex, bool)) or isinstance(x, (jax.Array, jax.core.Tracer)):
+            arrs.append(jnp.asarray(x))
+        else:
+            raise ValueError(f"{what}: the function must return tensors (or a tree of them), got an output of type "
+                             f"{type(x).__name__}.")
+    return arrs, treedef
