@@ -6,9 +6,13 @@ so with ``@pytest.mark.x64``: skipped in a run without it, and run by ``tests/te
 
 CI budget: hypothesis draws few examples (tests/_op_helpers.py; JGRAD_TEST_THOROUGH=1 draws more).
 
-Execution modes: every test runs twice, in "eager" and in "auto" (tiered) execution mode (ids end in
-``[eager]``/``[auto]``); ``--execution-mode eager|auto`` (or JGRAD_TEST_EXECUTION) runs one of them.
-A test marked ``@pytest.mark.one_execution_mode`` runs once, in the mode it sets up itself.
+Execution modes: a test runs in "eager" and in "auto" (tiered) execution mode (ids end in ``[eager]``/``[auto]``).
+By default ("ci") the files about how ops run (the engine, execution, views, capture, hooks, checks, the
+programs: ``BOTH_MODES_IN_CI`` below) run in both, and the op-library files (each op's values, dtypes, errors and
+gradients: the mode does not change the kernel) in eager mode only, which keeps the suite inside CI's budget;
+``--execution-mode both`` (or JGRAD_TEST_EXECUTION=both, or JGRAD_TEST_THOROUGH=1) runs every test in both,
+``eager|auto`` one of them. A test marked ``@pytest.mark.one_execution_mode`` runs once, in the mode it sets
+up itself.
 
 GPU test mode: ``JGRAD_TEST_DEVICE=gpu python -m pytest tests`` runs the suite with the first GPU as jgrad's
 default device (the 4 virtual CPU devices stay, so multi-device tests still run). Tests that are
@@ -43,12 +47,23 @@ _kernel_cache.max_executables = 1 << 40
 
 
 MODES = ("eager", "auto")
+# The test files that run in both execution modes by default: those about how an op runs, records, compiles,
+# captures, aliases or fails, and whole programs. The others test the op library itself.
+BOTH_MODES_IN_CI = {
+    "test_anomaly.py", "test_checks.py", "test_compile_api.py", "test_distributed.py", "test_engine.py",
+    "test_errors.py", "test_examples_gallery.py", "test_execution.py", "test_failsafe.py", "test_function.py",
+    "test_gpt_example.py", "test_graphs.py", "test_hooks.py", "test_inplace.py", "test_interop_dlpack.py",
+    "test_nn_hooks.py", "test_opinfo.py", "test_optim.py", "test_programs.py", "test_serialization.py",
+    "test_streams.py", "test_structure_stability.py", "test_views.py", "test_views_runtime.py",
+}
+_ALL_MODES = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--execution-mode", choices=("both",) + MODES,
-                     default=os.environ.get("JGRAD_TEST_EXECUTION", "both"),
-                     help="jgrad execution mode(s) every test runs in (default: both)")
+    parser.addoption("--execution-mode", choices=("ci", "both") + MODES,
+                     default=os.environ.get("JGRAD_TEST_EXECUTION", "both" if _ALL_MODES else "ci"),
+                     help="jgrad execution mode(s) the tests run in (default ci: both for the files in "
+                          "conftest.BOTH_MODES_IN_CI, eager for the op library)")
 
 
 def pytest_configure(config):
@@ -95,6 +110,8 @@ def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("one_execution_mode") is not None:
         return  # the fixture's default: eager mode, which the test changes itself
     chosen = metafunc.config.getoption("--execution-mode")
+    if chosen == "ci":
+        chosen = "both" if os.path.basename(str(metafunc.definition.fspath)) in BOTH_MODES_IN_CI else "eager"
     modes = MODES if chosen == "both" else (chosen,)
     metafunc.parametrize("_execution_mode", modes, indirect=True)
 
