@@ -117,7 +117,7 @@ def test_a_failing_barrier_leaves_the_state_of_the_step_before(tiers, monkeypatc
     interrupt, oom = losses[1], losses[3]
     assert isinstance(interrupt, KeyboardInterrupt) and isinstance(oom, jax.errors.JaxRuntimeError)
     for e, what in ((interrupt, "was interrupted"), (oom, "failed")):
-        assert re.search(rf"^jgrad: the pending work of cpu {what} at op \d+ of \d+ \(\w+\), run op by op, at the "
+        assert re.search(rf"^jgrad: the pending work of \S+ {what} at op \d+ of \d+ \(\w+\), run op by op, at the "
                          r"barrier at .*test_failsafe.py:\d+\. Every tensor that existed before that work holds what it "
                          r"held before it, and the generators their state", e.__notes__[-1])
     # a failed step changed nothing (parameters, Adam's moments and step, the generator's key) ...

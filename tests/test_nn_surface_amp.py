@@ -25,6 +25,7 @@ def _region(lib, x, w, y):
         loss.detach().numpy(), W.grad.numpy()]
 
 
+@pytest.mark.cpu_only("the CPU autocast op lists and dtype (bfloat16 on CPU, float16 on a GPU)")
 def test_autocast_casts_as_pytorch_cpu():
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((3, 8)).astype(np.float32)

@@ -370,6 +370,7 @@ def test_cast_value_and_grad():
     assert t.grad.dtype is jg.float32
 
 
+@pytest.mark.cpu_only("checks the CPU type strings (torch.FloatTensor)")
 def test_cast_to_integer_is_not_differentiable():
     t = jg.tensor([1.7, -2.2], requires_grad=True)
     i = t.long()

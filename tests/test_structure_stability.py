@@ -14,6 +14,7 @@ import pytest
 import jgrad as jg
 from jgrad import _segment, nn
 from jgrad.nn import functional as F
+from conftest import TEST_DEVICE
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "gpt"))
 
@@ -63,6 +64,12 @@ def _mlp_step(read):
 THOROUGH = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 
 
+_GPU_ALTERNATES = pytest.mark.xfail(TEST_DEVICE == "gpu", strict=False, reason=(
+    "on a GPU a step's outputs come back packed, and the step that reads packed inputs is a second structure "
+    "that runs op by op while it compiles (docs/execution.md; issue 28)"))
+
+
+@_GPU_ALTERNATES
 @pytest.mark.one_execution_mode
 @pytest.mark.parametrize("pack", [None, pytest.param(True, marks=pytest.mark.skipif(
     not THOROUGH, reason="JGRAD_TEST_THOROUGH=1: three more compiles"))], ids=["plain", "packed"])
@@ -75,6 +82,7 @@ def test_mlp_step_compiled_every_step(auto, monkeypatch, pack):
     assert _rounds(step, warm=3 if pack is None else 9) == [(3, 0, 3, 0)] * 2
 
 
+@_GPU_ALTERNATES
 @pytest.mark.one_execution_mode
 def test_loss_item_every_step_compiled_every_step(auto):
     step, losses = _mlp_step(read=True)
@@ -82,6 +90,7 @@ def test_loss_item_every_step_compiled_every_step(auto):
     assert len(losses) == 9 and losses[-1] < losses[0]  # every step's own loss was read
 
 
+@_GPU_ALTERNATES
 @pytest.mark.one_execution_mode
 def test_gpt_step_compiled_every_step(auto):
     import twin

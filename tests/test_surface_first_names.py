@@ -133,6 +133,7 @@ def _export_checks():
                                rtol=1e-6)
 
 
+@pytest.mark.cpu_only("checks the CPU legacy types (a GPU tensor is a jgrad.cuda.FloatTensor, as in PyTorch)")
 @pytest.mark.one_execution_mode  # nothing here depends on the execution mode
 def test_legacy_types_format_and_predicates():
     for args in ((2, 3), ([1, 2],), ([1.7, -2.2],), (), (np.arange(3),), ([[1, 2], [3, 4]],)):
