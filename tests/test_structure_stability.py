@@ -91,6 +91,7 @@ def test_loss_item_every_step_compiled_every_step(auto):
 
 
 @_GPU_ALTERNATES
+@pytest.mark.skipif(not THOROUGH, reason="JGRAD_TEST_THOROUGH=1 (a GPT's compiles: CI's budget)")
 @pytest.mark.one_execution_mode
 def test_gpt_step_compiled_every_step(auto):
     import twin
