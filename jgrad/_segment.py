@@ -85,7 +85,8 @@ import jax
 from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
 from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from . import _host_copies, _segment_fail as _fail, _segment_run as _run
+from . import _host_copies, _segment_fail as _fail, _segment_info as _info, _segment_run as _run
+from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
 from ._idmap import IdWeakMap
 from ._dtype import x64_scope
 
@@ -118,8 +119,17 @@ compile_after = 2
 min_steps = 2
 #: The size cap: a segment this long runs at once (a loop that never reads a value is cut here).
 max_steps = 4096
-#: Compile in a background thread (the barrier that starts a compile runs op by op meanwhile).
+#: Compile in a background thread (the barrier that starts a compile runs op by op meanwhile). One compile runs at
+#: a time; False compiles in the foreground, at the ``compile_after``-th barrier of a structure.
 background_compile = True
+#: Background compiles are weighed against what they save: a structure compiles once its op-by-op runs have
+#: cost ``compile_payback`` times its expected compile time (estimated from the compiles measured so far). A
+#: program then never spends more time compiling than it spent running what it compiles (the ski-rental rule):
+#: a short program, or one whose structures stop repeating, is not made slower than eager mode by compiles it
+#: cannot use. 0 compiles at the ``compile_after``-th barrier.
+compile_payback = 1.0
+#: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
+compile_prior = (0.3, 0.02)
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
 max_structures = 50_000
 
@@ -222,36 +232,17 @@ def segment_for(device) -> "Segment":
 
 
 # ---- statistics ------------------------------------------------------------------------
-class SegmentCacheInfo:
-    """Counts of tiered execution since the last ``segment_cache_clear()``."""
-
-    __slots__ = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "call_seconds",
-                 "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back")
-
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k, 0))
-
-    @property
-    def hit_rate(self) -> float:
-        """Fraction of segments that ran as a compiled executable."""
-        return self.compiled_runs / self.segments if self.segments else 0.0
-
-    def _asdict(self):
-        return {k: getattr(self, k) for k in self.__slots__} | {"hit_rate": self.hit_rate}
-
-    def __repr__(self):
-        return ("SegmentCacheInfo(" + ", ".join(f"{k}={getattr(self, k):.3f}" if k.endswith("seconds") else
-                                                f"{k}={getattr(self, k)!r}" for k in self.__slots__)
-                + f", hit_rate={self.hit_rate:.2f})")
-
-
 _stats = SegmentCacheInfo()
+#: Structures listed by ``segment_cache_info().per_structure`` (the latest ones).
+max_listed = 1000
+_listed: list = []  # the _Entry of each structure, in the order first seen
 
 
 def segment_cache_info() -> SegmentCacheInfo:
-    """Segments run, ops recorded, structures seen, runs op by op vs compiled, compiles and their time."""
-    return SegmentCacheInfo(**{k: getattr(_stats, k) for k in SegmentCacheInfo.__slots__})
+    """Segments run, ops recorded, structures seen, runs op by op vs compiled, compiles and their time; and
+    ``per_structure``: each structure's ops, runs, compiled runs, status and why it was new."""
+    per = [StructureInfo(e.ops, e.seen_total, e.compiled_runs, e.status(), e.why) for e in list(_listed)]
+    return SegmentCacheInfo(**{k: getattr(_stats, k) for k in _info._COUNTS}, per_structure=per)
 
 
 def segment_cache_clear() -> None:
@@ -263,44 +254,111 @@ def segment_cache_clear() -> None:
         _root = _Node()
         _node_count[0] = 0
         _executables.clear()
-        for k in SegmentCacheInfo.__slots__:
+        _listed.clear()
+        _dynamic_args.clear()
+        for k in _info._COUNTS:
             setattr(_stats, k, 0)
 
 
 def wait_compiles() -> None:
     """Block until background compiles started so far have finished (tests and benchmarks use it)."""
-    for t in list(_compiling):
+    while True:
+        t = _worker[0]
+        if t is None or t is threading.current_thread():
+            return
         t.join()
+
+
+# ---- background compiles: one at a time, each once it pays ---------------------------------
+_jobs: list = []      # compiles waiting for the worker
+_jobs_lock = threading.Lock()
+_worker = [None]      # the worker thread running them, one after the other
+_measured = [0.0, 0]  # compile seconds and ops of the compiles measured so far
+
+
+def _expected_compile_seconds(ops):
+    base, per_op = compile_prior
+    secs, n = _measured
+    if n:  # the measured rate, with the prior weighing as one 100-op compile
+        per_op = (secs + 100 * per_op) / (n + 100)
+    return base + per_op * ops
+
+
+def _worth_compiling(entry):
+    """Whether a structure seen ``compile_after`` times compiles now: always in the foreground; in the background
+    once its op-by-op runs cost ``compile_payback`` times what its compile is expected to."""
+    if not background_compile or compile_payback <= 0:
+        return True
+    return entry.interp_seconds >= compile_payback * _expected_compile_seconds(entry.ops)
+
+
+def _enqueue(job):
+    """Run ``job`` in the compile worker (started when none runs): one compile at a time, so compiles never take
+    more than one core from the program, however many structures become hot at once."""
+    with _jobs_lock:
+        _jobs.append(job)
+        if _worker[0] is None:
+            t = _worker[0] = threading.Thread(target=_work, name="jgrad-segment-compile", daemon=True)
+            _compiling.add(t)
+            t.start()
+
+
+def _work():
+    while True:
+        with _jobs_lock:
+            if not _jobs:
+                _compiling.discard(_worker[0])
+                _worker[0] = None
+                return
+            job = _jobs.pop(0)
+        job()
 
 
 # ---- the structure trie ------------------------------------------------------------------
 class _Node:
     """A structure prefix: its children by step key, its step's outputs (``buffer_proto`` each, and their
-    tree), its plans by live outputs."""
+    tree), its plans by live outputs; its parent, step key and depth (for ``why_new``)."""
 
-    __slots__ = ("children", "protos", "out_tree", "single", "plans")
+    __slots__ = ("children", "protos", "out_tree", "single", "plans", "parent", "key", "depth")
 
-    def __init__(self, protos=(), out_tree=None):
+    def __init__(self, protos=(), out_tree=None, parent=None, key=None):
         self.children = {}
         self.protos = protos
         self.out_tree = out_tree
         self.single = out_tree is not None and out_tree.num_leaves == 1 and out_tree.num_nodes == 1
         self.plans = None
+        self.parent, self.key = parent, key
+        self.depth = parent.depth + 1 if parent is not None else 0
 
 
 _root = _Node()
 _node_count = [0]
+#: (kernel, argument tree) -> the positions of its Python scalar arguments seen taking another value at the same
+#: point of a structure: recorded as dynamic inputs from then on (``_varying_scalars``).
+_dynamic_args: dict = {}
 
 
 class _Entry:
     """One structure at a barrier (trie node and live outputs): how often seen, its executables once compiled (one
-    per set of donated inputs it was compiled for) and its outputs' layout."""
+    per set of donated inputs it was compiled for) and its outputs' layout; what its op-by-op runs cost
+    (``interp_seconds``, against which a compile is weighed) and why it was new."""
 
-    __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read")
+    __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read", "ops", "why", "seen_total",
+                 "compiled_runs", "interp_seconds")
 
-    def __init__(self):
+    def __init__(self, ops=0, why=""):
         self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
         self.scalars_read = False  # a 0-d result was read on the host (_host_copies): compile host copies in
+        self.ops, self.why = ops, why
+        self.seen_total = self.compiled_runs = 0  # (``seen`` restarts when its executable is evicted)
+        self.interp_seconds = 0.0
+
+    def status(self):
+        if self.variants:
+            return "compiled"
+        if self.thread is not None:
+            return "compiling"
+        return "failed" if self.failed else "op by op"
 
     def pick(self, donatable):
         """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
@@ -332,6 +390,15 @@ pack_max_bytes = 1 << 20
 
 
 _compiling: set = set()
+
+
+def _by_value(x):
+    """Whether ``x``, read again in a segment, is a new input all the same: a dynamic scalar (weakly typed) or a
+    few ints (a view's offsets). Both are cached per value, so two that happen to be equal are one array: shared,
+    they would make a structure that depends on the values. (A tensor read twice is one input, as it may be
+    donated only once no other slot holds it.)"""
+    size = getattr(x, "size", 9)
+    return size <= 8 and (getattr(x, "weak_type", False) or x.dtype.kind in "iub")
 _SCALARS = (int, float, bool, complex)
 _Tracer = jax.core.Tracer
 
@@ -386,6 +453,7 @@ class Segment(Recorder):
             slot = self._slot
             inputs = self.inputs
             n_in = len(inputs)
+            dpos = _dynamic_args.get((fn, treedef)) if _dynamic_args else None  # scalars seen varying: inputs
             try:
                 for j, x in enumerate(leaves):
                     tx = type(x)
@@ -412,12 +480,12 @@ class Segment(Recorder):
                             raise x.missing("A tensor this op reads")
                         leaves[j] = x = v
                     elif tx in _SCALARS:
-                        if not dynamic_scalars:
+                        if not dynamic_scalars and (dpos is None or j not in dpos):
                             refs.append(("l", tx, x))
                             continue
                         leaves[j] = x = _run.device_scalar(x, self.device)
                     k = slot.get(id(x))
-                    if k is None:
+                    if k is None or _by_value(x):
                         if isinstance(x, _Tracer):
                             self._forget_inputs(n_in)
                             return NOT_RECORDED
@@ -432,13 +500,23 @@ class Segment(Recorder):
                 if st is None:
                     st = self.streams[stream] = len(self.streams)
                 key = (fn, treedef, refs, st, new)
-                child = self.node.children.get(key)
+                parent = self.node
+                child = parent.children.get(key)
                 if child is None:
+                    varying = _varying_scalars(parent, key) if parent.children else None
+                    if varying:
+                        # A Python scalar that had another value here before is data, not structure (a learning
+                        # rate set by hand, an offset): from now on that argument of this kernel is a dynamic
+                        # input wherever it is recorded (the other parameters' updates at once, not one per epoch).
+                        _dynamic_args[(fn, treedef)] = (dpos or frozenset()) | varying
+                        self._forget_inputs(n_in)
+                        return self.record(fn, args, stream, dynamic_scalars, barrier)
                     # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
                     out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
                     if _node_count[0] >= max_structures:
                         _restart_trie()
-                    child = self.node.children[key] = _Node(tuple(map(buffer_proto, out_leaves)), out_tree)
+                        parent = self.node
+                    child = parent.children[key] = _Node(tuple(map(buffer_proto, out_leaves)), out_tree, parent, key)
                     _node_count[0] += 1
             except BaseException:
                 self._forget_inputs(n_in)  # the op raised at its line: the segment is as before it
@@ -484,7 +562,8 @@ class Segment(Recorder):
 
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
-            del self._slot[id(x)]
+            if self._slot.get(id(x)) == k:
+                del self._slot[id(x)]
             self.packs.pop(k, None)
         del self.inputs[n:]
 
@@ -558,13 +637,18 @@ class Segment(Recorder):
             node.plans = {}
         entry = node.plans.get(out_idx)
         if entry is None:
-            entry = node.plans[out_idx] = _Entry()
+            entry = node.plans[out_idx] = _Entry(len(self.steps))
+            entry.why = _info.why_new(node, out_idx)
             _stats.structures += 1
+            if len(_listed) >= max_listed:
+                del _listed[:max(1, max_listed // 2)]
+            _listed.append(entry)
         entry.seen += 1
+        entry.seen_total += 1
         _stats.segments += 1
         exe, mask = entry.pick(donate) if entry.variants else (None, ())
         if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
-                and len(self.steps) >= min_steps:
+                and len(self.steps) >= min_steps and _worth_compiling(entry):
             # Compiled for what may be donated now; a later run that can donate less compiles once more (a
             # run that can donate more uses this one: donating fewer inputs is always safe).
             self._start_compile(entry, live, donate)
@@ -589,6 +673,7 @@ class Segment(Recorder):
                 else:
                     _stats.call_seconds += _clock() - t0
                     _stats.compiled_runs += 1
+                    entry.compiled_runs += 1
                     if mask:
                         _stats.donated_runs += 1
                     vals, pack = entry.layout.bind(outs, live)
@@ -596,7 +681,9 @@ class Segment(Recorder):
                     return
             state.compiled = False
         _stats.interpreted += 1
+        t0 = _clock()
         vals = self._interpret(out_idx, state)
+        entry.interp_seconds += _clock() - t0
         if not entry.scalars_read and self._wants_host_copies():
             for b, v in zip(live, vals):
                 if b.ndim == 0:
@@ -671,26 +758,52 @@ class Segment(Recorder):
             else:
                 entry.variants.append((donate, exe))
                 _stats.evicted += _executables.add(entry, max_executables)
+                took = time.perf_counter() - t0
                 _stats.compiles += 1
-                _stats.compile_seconds += time.perf_counter() - t0
+                _stats.compile_seconds += took
+                _measured[0] += took
+                _measured[1] += len(steps)
             finally:
                 entry.thread = None
-                _compiling.discard(threading.current_thread())
 
+        entry.thread = True
         if not background_compile:
-            entry.thread = True
             work()
             return
-        t = threading.Thread(target=work, name="jgrad-segment-compile", daemon=True)
-        entry.thread = t
-        _compiling.add(t)
-        t.start()
+        _enqueue(work)
+
+
+def _varying_scalars(parent, key, limit=64):
+    """The argument positions of Python scalars in ``key`` whose values differ from those of a step seen before at
+    ``parent`` that is otherwise the same (same jitted kernel, arguments, stream and inputs), or None.
+
+    Only jitted kernels: they trace a Python scalar anyway (a new value compiles nothing in eager mode either), so
+    passing it as an input changes nothing but the structure."""
+    fn, treedef, refs, st, new = key
+    if not hasattr(fn, "lower") or not any(type(r) is tuple and r[0] == "l" for r in refs):
+        return None
+    for n, k in enumerate(parent.children):
+        if n >= limit:
+            return None
+        if k[0] is not fn or k[1] != treedef or k[3] != st or k[4] != new or len(k[2]) != len(refs):
+            continue
+        pos = []
+        for j, (a, b) in enumerate(zip(refs, k[2])):
+            if a != b:
+                if not (type(a) is tuple and type(b) is tuple and a[0] == b[0] == "l" and a[1] is b[1]):
+                    break
+                pos.append(j)
+        else:
+            if pos:
+                return frozenset(pos)
+    return None
 
 
 def _restart_trie():
     global _root
     _root = _Node()
     _node_count[0] = 0
+    _listed.clear()
     for seg in _open.values():
         seg.node = _Node()  # its structure so far is forgotten: it will not match a cached plan
 
@@ -698,8 +811,15 @@ def _restart_trie():
 def _install():
     from . import streams
     streams._barrier[0] = _barrier
-    # A compile thread still inside XLA when the interpreter exits can crash it: let them finish.
-    atexit.register(wait_compiles)
+    # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
+    # still queued are dropped: the program that wanted them has ended).
+    atexit.register(_at_exit)
+
+
+def _at_exit():
+    with _jobs_lock:
+        _jobs.clear()
+    wait_compiles()
 
 
 _install()
