@@ -1,7 +1,7 @@
 """Run every benchmark and write the report: ``python -m benchmarks [--quick] [--device cpu|gpu]``.
 
 The suite: ``eager_overhead``, ``stream_overhead``, ``hessian`` (ReLU and tanh), ``capture``, ``views``,
-``tiered`` and ``gpt_step``, one file per workload; ``scaling`` and ``profile_overhead`` run when asked for (``--only``,
+``tiered``, ``gpt_step`` and ``programs``, one file per workload; ``scaling`` and ``profile_overhead`` run when asked for (``--only``,
 ``--profile``); on a GPU, ``diagnostics/gpu_smoke.py`` first. One-off diagnostics are not run here: see
 ``benchmarks/diagnostics/README.md``.
 
@@ -43,8 +43,8 @@ RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 RESULTS_DIR = os.path.join(HERE, "results")
 PLOTS_DIR = os.path.join(HERE, "plots")
 BEGIN, END = "<!-- BEGIN GENERATED: {} -->", "<!-- END GENERATED: {} -->"
-NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "views", "tiered", "gpt_step", "scaling",
-         "profile_overhead")
+NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "views", "tiered", "gpt_step", "programs",
+         "scaling", "profile_overhead")
 
 
 def log(msg):
@@ -74,6 +74,7 @@ def plan(args):
     runs.append(("views", "views", [py, "-m", "benchmarks.views"] + common, True))
     runs.append(("tiered", "tiered", [py, "-m", "benchmarks.tiered"] + common, True))
     runs.append(("gpt_step", "gpt_step", [py, "-m", "benchmarks.gpt_step"] + common, True))
+    runs.append(("programs", "programs", [py, "-m", "benchmarks.programs"] + common, True))
     if args.only and "scaling" in args.only:
         runs.append(("scaling", "scaling", [py, "-m", "benchmarks.scaling"] + common, True))
     if args.profile or (args.only and "profile_overhead" in args.only):

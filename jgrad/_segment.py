@@ -729,8 +729,7 @@ class Segment(Recorder):
 
     def _interpret(self, out_idx, state):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
-        with jax.default_device(self.device.jax_device):  # for steps that read no array (factories)
-            vals = _run.runner(self.steps, self.n_buffers)(self.inputs, state)
+        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(self.inputs, state)
         return [vals[i] for i in out_idx]
 
     def _start_compile(self, entry, live, donate):

@@ -160,11 +160,14 @@ def device_scalar(x, device):
     return a
 
 
-def runner(steps, n_buffers):
+def runner(steps, n_buffers, device=None):
     """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
 
     A ref is an int (``i >= 0``: buffer ``i``; ``~k``: input ``k``), ``("l", type, value)`` (a Python
     scalar frozen into the step) or ``("s", k, offset, size, shape)`` (a slice of flat input ``k``).
+    ``device`` (op by op): steps that read no array (factories) run under ``jax.default_device(device)``, as
+    eager mode runs them; the others do not, as in eager mode: JAX keys its compiled kernels by the default
+    device in effect, so a kernel called under it would compile again although eager mode had compiled it.
     """
     def run(ins, state=None):
         vals = [None] * n_buffers
@@ -185,7 +188,11 @@ def runner(steps, n_buffers):
                     if v is None:
                         v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
                     args.append(v)
-            res = fn(*_tree_unflatten(treedef, args))
+            if device is not None and not any(type(r) is int or r[0] == "s" for r in refs):
+                with jax.default_device(device):
+                    res = fn(*_tree_unflatten(treedef, args))
+            else:
+                res = fn(*_tree_unflatten(treedef, args))
             if len(outs) == 1 and type(res) is not tuple:
                 vals[outs[0]] = res
             else:
