@@ -1,8 +1,9 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
 Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
-with ``_compile``'s helpers), ``_segment_fail`` (what a failing one leaves), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
-barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
+with ``_compile``'s helpers, and the background compile worker), ``_segment_fail`` (what a failing one leaves),
+``_segment_info`` (the counts, per structure, and why each was new), ``_device`` and ``_dtype``, and ``streams`` at
+the call that installs the barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
 ``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
 Note [Tiered execution]
@@ -23,10 +24,13 @@ inputs are the arrays the ops read when recorded, and it runs once.
 What the key holds: a segment walks a trie while it records. Each step moves from the current
 trie node to the child keyed by (kernel, argument tree, refs, stream index, avals of arrays the
 segment sees for the first time). A ref names a buffer of this segment by its index (``i >= 0``),
-an input by the order it first appeared in (``~k``), a Python scalar by type and value (frozen, as a
-CUDA graph freezes kernel arguments; optimizers' hyperparameters are the exception: ``call_foreach``
-passes them as dynamic inputs, cached on the device, so a learning-rate schedule is not a new
-structure), or a slice of a packed input (below). So the trie node reached *is* the structure of
+an input by the order it first appeared in (``~k``; a dynamic scalar or a view's offsets, arrays cached per
+value, take a new slot at each read, so that two equal values are not a different structure), a Python
+scalar by type and value (frozen, as a CUDA graph freezes kernel arguments, until seen varying: a step
+that differs from one recorded at the same trie node only in a scalar's value makes that argument of
+that kernel a dynamic input from then on, ``_dynamic_args``; optimizers' hyperparameters are dynamic
+from the start: ``call_foreach`` passes them as inputs, cached on the device, so a learning-rate
+schedule is not a new structure), or a slice of a packed input (below). So the trie node reached *is* the structure of
 everything recorded so far, found incrementally: no walk over the segment at the barrier. The node
 also remembers its step's output avals, so a repeated structure skips ``eval_shape``. At the barrier
 the key is completed by which buffers are still referenced (weak references: a tensor, a saved
@@ -44,10 +48,13 @@ segment per step, the same structure every time), and the size cap ``max_steps``
 Functions and anomaly mode see tensors; reading one of their values is a barrier like any other.
 
 Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
-kernel, as eager mode would have run it: no compile latency for code run once). When the same
-structure (trie node and live outputs) reaches a barrier ``compile_after`` times, it is compiled
-as one executable, in a background thread by default (that barrier still runs op by op), and
-from then on runs as that executable. A structure that never repeats never compiles. Counts:
+kernel, as eager mode would have run it, outside ``jax.default_device`` as there: JAX keys compiled
+kernels by it). When the same structure (trie node and live outputs) has reached a barrier
+``compile_after`` times and its op-by-op runs have cost ``compile_payback`` times its expected compile
+time (the ski-rental rule: compiles never cost a program more than the runs they replace already
+did), it is compiled as one executable, in the background by one worker thread, one compile at a time
+(the barrier still runs op by op), and from then on runs as that executable. A structure that never
+repeats never compiles. Counts, per structure too, with why each was new (``_segment_info.why_new``):
 ``jgrad.graphs.segment_cache_info()``.
 
 Outputs on accelerators (``_segment_run.Layout``, ``Pack``): every output of an executable costs host time per
@@ -262,26 +269,12 @@ def segment_cache_clear() -> None:
 
 def wait_compiles() -> None:
     """Block until background compiles started so far have finished (tests and benchmarks use it)."""
-    while True:
-        t = _worker[0]
-        if t is None or t is threading.current_thread():
-            return
-        t.join()
+    _compiler.wait()
 
 
 # ---- background compiles: one at a time, each once it pays ---------------------------------
-_jobs: list = []      # compiles waiting for the worker
-_jobs_lock = threading.Lock()
-_worker = [None]      # the worker thread running them, one after the other
-_measured = [0.0, 0]  # compile seconds and ops of the compiles measured so far
-
-
-def _expected_compile_seconds(ops):
-    base, per_op = compile_prior
-    secs, n = _measured
-    if n:  # the measured rate, with the prior weighing as one 100-op compile
-        per_op = (secs + 100 * per_op) / (n + 100)
-    return base + per_op * ops
+_compiler = _run.CompileWorker()
+_compiling = _compiler.threads  # the worker thread while one runs
 
 
 def _worth_compiling(entry):
@@ -289,29 +282,7 @@ def _worth_compiling(entry):
     once its op-by-op runs cost ``compile_payback`` times what its compile is expected to."""
     if not background_compile or compile_payback <= 0:
         return True
-    return entry.interp_seconds >= compile_payback * _expected_compile_seconds(entry.ops)
-
-
-def _enqueue(job):
-    """Run ``job`` in the compile worker (started when none runs): one compile at a time, so compiles never take
-    more than one core from the program, however many structures become hot at once."""
-    with _jobs_lock:
-        _jobs.append(job)
-        if _worker[0] is None:
-            t = _worker[0] = threading.Thread(target=_work, name="jgrad-segment-compile", daemon=True)
-            _compiling.add(t)
-            t.start()
-
-
-def _work():
-    while True:
-        with _jobs_lock:
-            if not _jobs:
-                _compiling.discard(_worker[0])
-                _worker[0] = None
-                return
-            job = _jobs.pop(0)
-        job()
+    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.ops, compile_prior)
 
 
 # ---- the structure trie ------------------------------------------------------------------
@@ -334,7 +305,7 @@ class _Node:
 _root = _Node()
 _node_count = [0]
 #: (kernel, argument tree) -> the positions of its Python scalar arguments seen taking another value at the same
-#: point of a structure: recorded as dynamic inputs from then on (``_varying_scalars``).
+#: point of a structure: recorded as dynamic inputs from then on (``_segment_info.varying_scalars``).
 _dynamic_args: dict = {}
 
 
@@ -389,7 +360,6 @@ host_copies = None
 pack_max_bytes = 1 << 20
 
 
-_compiling: set = set()
 
 
 def _by_value(x):
@@ -503,7 +473,7 @@ class Segment(Recorder):
                 parent = self.node
                 child = parent.children.get(key)
                 if child is None:
-                    varying = _varying_scalars(parent, key) if parent.children else None
+                    varying = _info.varying_scalars(parent, key) if parent.children else None
                     if varying:
                         # A Python scalar that had another value here before is data, not structure (a learning
                         # rate set by hand, an offset): from now on that argument of this kernel is a dynamic
@@ -760,8 +730,7 @@ class Segment(Recorder):
                 took = time.perf_counter() - t0
                 _stats.compiles += 1
                 _stats.compile_seconds += took
-                _measured[0] += took
-                _measured[1] += len(steps)
+                _compiler.measured(took, len(steps))
             finally:
                 entry.thread = None
 
@@ -769,33 +738,7 @@ class Segment(Recorder):
         if not background_compile:
             work()
             return
-        _enqueue(work)
-
-
-def _varying_scalars(parent, key, limit=64):
-    """The argument positions of Python scalars in ``key`` whose values differ from those of a step seen before at
-    ``parent`` that is otherwise the same (same jitted kernel, arguments, stream and inputs), or None.
-
-    Only jitted kernels: they trace a Python scalar anyway (a new value compiles nothing in eager mode either), so
-    passing it as an input changes nothing but the structure."""
-    fn, treedef, refs, st, new = key
-    if not hasattr(fn, "lower") or not any(type(r) is tuple and r[0] == "l" for r in refs):
-        return None
-    for n, k in enumerate(parent.children):
-        if n >= limit:
-            return None
-        if k[0] is not fn or k[1] != treedef or k[3] != st or k[4] != new or len(k[2]) != len(refs):
-            continue
-        pos = []
-        for j, (a, b) in enumerate(zip(refs, k[2])):
-            if a != b:
-                if not (type(a) is tuple and type(b) is tuple and a[0] == b[0] == "l" and a[1] is b[1]):
-                    break
-                pos.append(j)
-        else:
-            if pos:
-                return frozenset(pos)
-    return None
+        _compiler.submit(work)
 
 
 def _restart_trie():
@@ -816,9 +759,8 @@ def _install():
 
 
 def _at_exit():
-    with _jobs_lock:
-        _jobs.clear()
-    wait_compiles()
+    _compiler.drop_queued()
+    _compiler.wait()
 
 
 _install()

@@ -1,5 +1,6 @@
 """What tiered execution did: the counts of ``segment_cache_info()``, one ``StructureInfo`` per structure, and why
-each structure was new (what differed from the nearest structure seen before it).
+each structure was new (what differed from the nearest structure seen before it); and which Python scalars of a
+step differ from a step seen before at the same point (``varying_scalars``: they become dynamic inputs).
 
 Imports nothing of jgrad; ``_segment`` imports it and owns the trie whose nodes ``why_new`` walks (each node
 knows its ``parent``, its step ``key`` ``(kernel, argument tree, refs, stream index, new input avals)``, its
@@ -143,3 +144,29 @@ def why_new(node, out_idx):
                     "barrier (a host read or step end at another point)")
         child, cur = cur, cur.parent
     return "the first structure"
+
+
+def varying_scalars(parent, key, limit=64):
+    """The argument positions of Python scalars in step ``key`` whose values differ from those of a step seen before
+    at trie node ``parent`` that is otherwise the same (same jitted kernel, arguments, stream and inputs), or None.
+
+    Only jitted kernels: they trace a Python scalar anyway (a new value compiles nothing in eager mode either), so
+    passing it as an input changes nothing but the structure."""
+    fn, treedef, refs, st, new = key
+    if not hasattr(fn, "lower") or not any(type(r) is tuple and r[0] == "l" for r in refs):
+        return None
+    for n, k in enumerate(parent.children):
+        if n >= limit:
+            return None
+        if k[0] is not fn or k[1] != treedef or k[3] != st or k[4] != new or len(k[2]) != len(refs):
+            continue
+        pos = []
+        for j, (a, b) in enumerate(zip(refs, k[2])):
+            if a != b:
+                if not (type(a) is tuple and type(b) is tuple and a[0] == b[0] == "l" and a[1] is b[1]):
+                    break
+                pos.append(j)
+        else:
+            if pos:
+                return frozenset(pos)
+    return None

@@ -3,6 +3,7 @@ outputs come back (one flat array per dtype on accelerators, sliced when read).
 
 Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture)
 and ``_dtype``; used by ``_segment`` alone, which owns the knobs (``pack_outputs``...) and passes them in.
+Also the worker that runs background compiles one at a time (``CompileWorker``).
 """
 from __future__ import annotations
 
@@ -97,6 +98,58 @@ class Pack:
         g, off = self.where[b.index]
         with x64_scope():
             return _slicer(off, b.size, b.shape)(self.flats[g])
+
+
+class CompileWorker:
+    """Background compiles, run one after the other by one worker thread (started when none runs): compiles never
+    take more than one core from the program, however many structures turn hot at once. Also what compiles cost:
+    the seconds per op measured so far (``expected_seconds``)."""
+
+    def __init__(self):
+        self.jobs, self.lock, self.worker, self.threads = [], threading.Lock(), None, set()
+        self.seconds, self.ops = 0.0, 0
+
+    def submit(self, job):
+        with self.lock:
+            self.jobs.append(job)
+            if self.worker is None:
+                t = self.worker = threading.Thread(target=self._work, name="jgrad-segment-compile", daemon=True)
+                self.threads.add(t)
+                t.start()
+
+    def _work(self):
+        while True:
+            with self.lock:
+                if not self.jobs:
+                    self.threads.discard(self.worker)
+                    self.worker = None
+                    return
+                job = self.jobs.pop(0)
+            job()
+
+    def wait(self):
+        """Until every submitted compile has run."""
+        while True:
+            t = self.worker
+            if t is None or t is threading.current_thread():
+                return
+            t.join()
+
+    def drop_queued(self):
+        with self.lock:
+            self.jobs.clear()
+
+    def measured(self, seconds, ops):
+        self.seconds += seconds
+        self.ops += ops
+
+    def expected_seconds(self, ops, prior):
+        """A compile of ``ops`` steps: ``prior`` (seconds at 0 ops, per op) until compiles were measured, then the
+        measured rate per op (the prior weighing as one 100-op compile)."""
+        base, per_op = prior
+        if self.ops:
+            per_op = (self.seconds + 100 * per_op) / (self.ops + 100)
+        return base + per_op * ops
 
 
 class ExecutableLRU:
