@@ -290,7 +290,7 @@ class _Node:
     """A structure prefix: its children by step key, its step's outputs (``buffer_proto`` each, and their
     tree), its plans by live outputs; its parent, step key and depth (for ``why_new``)."""
 
-    __slots__ = ("children", "protos", "out_tree", "single", "plans", "parent", "key", "depth")
+    __slots__ = ("children", "protos", "out_tree", "single", "plans", "parent", "key", "depth", "__weakref__")
 
     def __init__(self, protos=(), out_tree=None, parent=None, key=None):
         self.children = {}
@@ -298,7 +298,9 @@ class _Node:
         self.out_tree = out_tree
         self.single = out_tree is not None and out_tree.num_leaves == 1 and out_tree.num_nodes == 1
         self.plans = None
-        self.parent, self.key = parent, key
+        # (the parent weakly: a trie let go of, by _restart_trie or segment_cache_clear, is freed at once, with
+        # the executables of its plans, not at the next collection of reference cycles)
+        self.parent, self.key = (_weakref(parent) if parent is not None else None), key
         self.depth = parent.depth + 1 if parent is not None else 0
 
 

@@ -3,7 +3,7 @@ each structure was new (what differed from the nearest structure seen before it)
 step differ from a step seen before at the same point (``varying_scalars``: they become dynamic inputs).
 
 Imports nothing of jgrad; ``_segment`` imports it and owns the trie whose nodes ``why_new`` walks (each node
-knows its ``parent``, its step ``key`` ``(kernel, argument tree, refs, stream index, new input avals)``, its
+knows its ``parent`` (a weak reference), its step ``key`` ``(kernel, argument tree, refs, stream index, new input avals)``, its
 ``depth`` and the ``plans`` of the structures that ended there).
 """
 from __future__ import annotations
@@ -133,7 +133,7 @@ def why_new(node, out_idx):
     if node.children:
         return (f"its barrier came after op {node.depth} ({op_name(node.key[0])}), where a structure seen before "
                 "went on (a host read or step end at another point)")
-    child, cur = node, node.parent
+    child, cur = node, _up(node)
     while cur is not None:
         if len(cur.children) > 1:
             other = nearest_sibling(cur, child.key)
@@ -142,8 +142,12 @@ def why_new(node, out_idx):
         if cur.plans:
             return (f"it goes on past op {cur.depth} ({op_name(cur.key[0])}), where a structure seen before had its "
                     "barrier (a host read or step end at another point)")
-        child, cur = cur, cur.parent
+        child, cur = cur, _up(cur)
     return "the first structure"
+
+
+def _up(node):
+    return node.parent() if node.parent is not None else None  # (held weakly: None once that trie was dropped)
 
 
 def varying_scalars(parent, key, limit=64):

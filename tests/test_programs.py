@@ -74,3 +74,30 @@ def test_program_runs_compiled_after_warm_up(name, monkeypatch):
     assert info.compiled_runs - before.compiled_runs == segments, info.report()
     assert info.structures == before.structures, info.report()  # nothing new after the warm-up
     assert all(s.why for s in info.per_structure)
+
+
+@pytest.mark.one_execution_mode
+def test_python_scalars_seen_varying_and_equal_offsets_are_not_new_structures(monkeypatch):
+    # a learning rate set by hand each step, slices at random offsets (two of which are sometimes equal), a read
+    # every step: after the scalar was seen varying once, every step is one structure, whatever the values
+    monkeypatch.setattr(_segment, "background_compile", False)
+    jg.graphs.segment_cache_clear()
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(12).astype(np.float32)
+    w, src = np.ones(3, np.float32), jg.tensor(data)
+    with jg.execution_mode("auto"):
+        p = jg.ones(3)
+        counts = []
+        for step in range(8):
+            lr = 0.5 / (step + 1)
+            i, j = (4, 4) if step in (5, 6) else rng.choice(9, 2, replace=False)
+            g = src[i:i + 3] * src[j:j + 3]
+            p.add_(g, alpha=-lr)
+            w = w - lr * data[i:i + 3] * data[j:j + 3]
+            np.testing.assert_allclose(p.numpy(), w, rtol=1e-6)
+            counts.append(jg.graphs.segment_cache_info().structures)
+    info = jg.graphs.segment_cache_info()
+    assert counts[2:] == [counts[2]] * 6, info.report()  # none new from the third step on
+    assert info.per_structure[-1].compiled_runs >= 4 and info.per_structure[-1].status == "compiled"
+    assert "Python float" in info.per_structure[-1].why, info.report()
+    assert info.per_structure[0].why == "the first structure"
