@@ -80,6 +80,7 @@ in eager mode. A capture records on its own (``Capture``), after a barrier at it
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 import threading
@@ -103,6 +104,7 @@ try:
 except ImportError:  # pragma: no cover - jax moved it: plain arrays are then never donated
     _ArrayImpl = None
 _clock = time.perf_counter
+_copysign = math.copysign
 _get_ident = threading.get_ident
 _weakref = weakref.ref
 _tree_leaves = jax.tree_util.tree_leaves
@@ -453,7 +455,9 @@ class Segment(Recorder):
                         leaves[j] = x = v
                     elif tx in _SCALARS:
                         if not dynamic_scalars and (dpos is None or j not in dpos):
-                            refs.append(("l", tx, x))
+                            # (-0.0 == 0.0: the sign goes in the key, or both would be one structure, one constant)
+                            refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
+                                        else ("l", tx, x, "-"))
                             continue
                         leaves[j] = x = _run.device_scalar(x, self.device)
                     k = slot.get(id(x))

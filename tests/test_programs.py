@@ -101,3 +101,13 @@ def test_python_scalars_seen_varying_and_equal_offsets_are_not_new_structures(mo
     assert info.per_structure[-1].compiled_runs >= 4 and info.per_structure[-1].status == "compiled"
     assert "Python float" in info.per_structure[-1].why, info.report()
     assert info.per_structure[0].why == "the first structure"
+
+
+@pytest.mark.one_execution_mode
+def test_negative_zero_is_not_the_structure_of_zero(monkeypatch):
+    # -0.0 == 0.0 in Python: as one key, the executable compiled for 0.0 would run for -0.0
+    monkeypatch.setattr(_segment, "background_compile", False)
+    t = jg.ones(2)
+    with jg.execution_mode("auto"):
+        got = [(1 / (t * z)).tolist() for z in (0.0, 0.0, 0.0, -0.0, -0.0)]
+    assert got == [[np.inf] * 2] * 3 + [[-np.inf] * 2] * 2
