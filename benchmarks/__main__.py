@@ -1,7 +1,8 @@
 """Run every benchmark and write the report: ``python -m benchmarks [--quick] [--device cpu|gpu]``.
 
 The suite: ``eager_overhead``, ``stream_overhead``, ``hessian`` (ReLU and tanh), ``capture``, ``views``,
-``tiered``, ``gpt_step`` and ``gpt2_small`` (its ``--tiny`` size on the CPU), one file per workload; ``scaling`` and ``profile_overhead`` run when asked for (``--only``,
+``tiered``, ``gpt_step``, ``gpt2_small`` (its ``--tiny`` size on the CPU) and ``programs``, one file per workload;
+``scaling`` and ``profile_overhead`` run when asked for (``--only``,
 ``--profile``); on a GPU, ``diagnostics/gpu_smoke.py`` first. One-off diagnostics are not run here: see
 ``benchmarks/diagnostics/README.md``.
 
@@ -44,6 +45,7 @@ RESULTS_DIR = os.path.join(HERE, "results")
 PLOTS_DIR = os.path.join(HERE, "plots")
 BEGIN, END = "<!-- BEGIN GENERATED: {} -->", "<!-- END GENERATED: {} -->"
 NAMES = ("gpu_smoke", "eager_overhead", "stream_overhead", "hessian", "capture", "views", "tiered", "gpt_step", "gpt2_small",
+         "programs",
          "scaling", "profile_overhead")
 
 
@@ -76,6 +78,7 @@ def plan(args):
     runs.append(("gpt_step", "gpt_step", [py, "-m", "benchmarks.gpt_step"] + common, True))
     runs.append(("gpt2_small", "gpt2_small", [py, "-m", "benchmarks.gpt2_small"] + common
                  + (["--tiny"] if args.device == "cpu" else []), True))  # the real size is for a GPU
+    runs.append(("programs", "programs", [py, "-m", "benchmarks.programs"] + common, True))
     if args.only and "scaling" in args.only:
         runs.append(("scaling", "scaling", [py, "-m", "benchmarks.scaling"] + common, True))
     if args.profile or (args.only and "profile_overhead" in args.only):

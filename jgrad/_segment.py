@@ -1,8 +1,9 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
 Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
-with ``_compile``'s helpers), ``_segment_fail`` (what a failing one leaves), ``_device`` and ``_dtype``, and ``streams`` at the call that installs the
-barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
+with ``_compile``'s helpers, and the background compile worker), ``_segment_fail`` (what a failing one leaves),
+``_segment_info`` (the counts, per structure, and why each was new), ``_device`` and ``_dtype``, and ``streams`` at
+the call that installs the barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
 ``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
 Note [Tiered execution]
@@ -23,10 +24,13 @@ inputs are the arrays the ops read when recorded, and it runs once.
 What the key holds: a segment walks a trie while it records. Each step moves from the current
 trie node to the child keyed by (kernel, argument tree, refs, stream index, avals of arrays the
 segment sees for the first time). A ref names a buffer of this segment by its index (``i >= 0``),
-an input by the order it first appeared in (``~k``), a Python scalar by type and value (frozen, as a
-CUDA graph freezes kernel arguments; optimizers' hyperparameters are the exception: ``call_foreach``
-passes them as dynamic inputs, cached on the device, so a learning-rate schedule is not a new
-structure), or a slice of a packed input (below). So the trie node reached *is* the structure of
+an input by the order it first appeared in (``~k``; a dynamic scalar or a view's offsets, arrays cached per
+value, take a new slot at each read, so that two equal values are not a different structure), a Python
+scalar by type and value (frozen, as a CUDA graph freezes kernel arguments, until seen varying: a step
+that differs from one recorded at the same trie node only in a scalar's value makes that argument of
+that kernel a dynamic input from then on, ``_dynamic_args``; optimizers' hyperparameters are dynamic
+from the start: ``call_foreach`` passes them as inputs, cached on the device, so a learning-rate
+schedule is not a new structure), or a slice of a packed input (below). So the trie node reached *is* the structure of
 everything recorded so far, found incrementally: no walk over the segment at the barrier. The node
 also remembers its step's output avals, so a repeated structure skips ``eval_shape``. At the barrier
 the key is completed by which buffers are still referenced (weak references: a tensor, a saved
@@ -44,10 +48,13 @@ segment per step, the same structure every time), and the size cap ``max_steps``
 Functions and anomaly mode see tensors; reading one of their values is a barrier like any other.
 
 Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
-kernel, as eager mode would have run it: no compile latency for code run once). When the same
-structure (trie node and live outputs) reaches a barrier ``compile_after`` times, it is compiled
-as one executable, in a background thread by default (that barrier still runs op by op), and
-from then on runs as that executable. A structure that never repeats never compiles. Counts:
+kernel, as eager mode would have run it, outside ``jax.default_device`` as there: JAX keys compiled
+kernels by it). When the same structure (trie node and live outputs) has reached a barrier
+``compile_after`` times and its op-by-op runs have cost ``compile_payback`` times its expected compile
+time (the ski-rental rule: compiles never cost a program more than the runs they replace already
+did), it is compiled as one executable, in the background by one worker thread, one compile at a time
+(the barrier still runs op by op), and from then on runs as that executable. A structure that never
+repeats never compiles. Counts, per structure too, with why each was new (``_segment_info.why_new``):
 ``jgrad.graphs.segment_cache_info()``.
 
 Outputs on accelerators (``_segment_run.Layout``, ``Pack``): every output of an executable costs host time per
@@ -73,6 +80,7 @@ in eager mode. A capture records on its own (``Capture``), after a barrier at it
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 import threading
@@ -85,7 +93,8 @@ import jax
 from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
 from ._recorder import buffer_proto
 from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from . import _host_copies, _segment_fail as _fail, _segment_run as _run
+from . import _host_copies, _segment_fail as _fail, _segment_info as _info, _segment_run as _run
+from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
 from ._idmap import IdWeakMap
 from ._dtype import x64_scope
 
@@ -95,6 +104,7 @@ try:
 except ImportError:  # pragma: no cover - jax moved it: plain arrays are then never donated
     _ArrayImpl = None
 _clock = time.perf_counter
+_copysign = math.copysign
 _get_ident = threading.get_ident
 _weakref = weakref.ref
 _tree_leaves = jax.tree_util.tree_leaves
@@ -118,8 +128,17 @@ compile_after = 2
 min_steps = 2
 #: The size cap: a segment this long runs at once (a loop that never reads a value is cut here).
 max_steps = 4096
-#: Compile in a background thread (the barrier that starts a compile runs op by op meanwhile).
+#: Compile in a background thread (the barrier that starts a compile runs op by op meanwhile). One compile runs at
+#: a time; False compiles in the foreground, at the ``compile_after``-th barrier of a structure.
 background_compile = True
+#: Background compiles are weighed against what they save: a structure compiles once its op-by-op runs have
+#: cost ``compile_payback`` times its expected compile time (estimated from the compiles measured so far). A
+#: program then never spends more time compiling than it spent running what it compiles (the ski-rental rule):
+#: a short program, or one whose structures stop repeating, is not made slower than eager mode by compiles it
+#: cannot use. 0 compiles at the ``compile_after``-th barrier.
+compile_payback = 1.0
+#: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
+compile_prior = (0.3, 0.02)
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
 max_structures = 50_000
 
@@ -222,36 +241,17 @@ def segment_for(device) -> "Segment":
 
 
 # ---- statistics ------------------------------------------------------------------------
-class SegmentCacheInfo:
-    """Counts of tiered execution since the last ``segment_cache_clear()``."""
-
-    __slots__ = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "call_seconds",
-                 "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back")
-
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k, 0))
-
-    @property
-    def hit_rate(self) -> float:
-        """Fraction of segments that ran as a compiled executable."""
-        return self.compiled_runs / self.segments if self.segments else 0.0
-
-    def _asdict(self):
-        return {k: getattr(self, k) for k in self.__slots__} | {"hit_rate": self.hit_rate}
-
-    def __repr__(self):
-        return ("SegmentCacheInfo(" + ", ".join(f"{k}={getattr(self, k):.3f}" if k.endswith("seconds") else
-                                                f"{k}={getattr(self, k)!r}" for k in self.__slots__)
-                + f", hit_rate={self.hit_rate:.2f})")
-
-
 _stats = SegmentCacheInfo()
+#: Structures listed by ``segment_cache_info().per_structure`` (the latest ones).
+max_listed = 1000
+_listed: list = []  # the _Entry of each structure, in the order first seen
 
 
 def segment_cache_info() -> SegmentCacheInfo:
-    """Segments run, ops recorded, structures seen, runs op by op vs compiled, compiles and their time."""
-    return SegmentCacheInfo(**{k: getattr(_stats, k) for k in SegmentCacheInfo.__slots__})
+    """Segments run, ops recorded, structures seen, runs op by op vs compiled, compiles and their time; and
+    ``per_structure``: each structure's ops, runs, compiled runs, status and why it was new."""
+    per = [StructureInfo(e.ops, e.seen_total, e.compiled_runs, e.status(), e.why) for e in list(_listed)]
+    return SegmentCacheInfo(**{k: getattr(_stats, k) for k in _info._COUNTS}, per_structure=per)
 
 
 def segment_cache_clear() -> None:
@@ -263,44 +263,77 @@ def segment_cache_clear() -> None:
         _root = _Node()
         _node_count[0] = 0
         _executables.clear()
-        for k in SegmentCacheInfo.__slots__:
+        _listed.clear()
+        _dynamic_args.clear()
+        for k in _info._COUNTS:
             setattr(_stats, k, 0)
 
 
 def wait_compiles() -> None:
     """Block until background compiles started so far have finished (tests and benchmarks use it)."""
-    for t in list(_compiling):
-        t.join()
+    _compiler.wait()
+
+
+# ---- background compiles: one at a time, each once it pays ---------------------------------
+_compiler = _run.CompileWorker()
+_compiling = _compiler.threads  # the worker thread while one runs
+
+
+def _worth_compiling(entry):
+    """Whether a structure seen ``compile_after`` times compiles now: always in the foreground; in the background
+    once its op-by-op runs cost ``compile_payback`` times what its compile is expected to."""
+    if not background_compile or compile_payback <= 0:
+        return True
+    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.ops, compile_prior)
 
 
 # ---- the structure trie ------------------------------------------------------------------
 class _Node:
     """A structure prefix: its children by step key, its step's outputs (``buffer_proto`` each, and their
-    tree), its plans by live outputs."""
+    tree), its plans by live outputs; its parent, step key and depth (for ``why_new``)."""
 
-    __slots__ = ("children", "protos", "out_tree", "single", "plans")
+    __slots__ = ("children", "protos", "out_tree", "single", "plans", "parent", "key", "depth", "__weakref__")
 
-    def __init__(self, protos=(), out_tree=None):
+    def __init__(self, protos=(), out_tree=None, parent=None, key=None):
         self.children = {}
         self.protos = protos
         self.out_tree = out_tree
         self.single = out_tree is not None and out_tree.num_leaves == 1 and out_tree.num_nodes == 1
         self.plans = None
+        # (the parent weakly: a trie let go of, by _restart_trie or segment_cache_clear, is freed at once, with
+        # the executables of its plans, not at the next collection of reference cycles)
+        self.parent, self.key = (_weakref(parent) if parent is not None else None), key
+        self.depth = parent.depth + 1 if parent is not None else 0
 
 
 _root = _Node()
 _node_count = [0]
+#: (kernel, argument tree) -> the positions of its Python scalar arguments seen taking another value at the same
+#: point of a structure: recorded as dynamic inputs from then on (``_segment_info.varying_scalars``).
+_dynamic_args: dict = {}
 
 
 class _Entry:
     """One structure at a barrier (trie node and live outputs): how often seen, its executables once compiled (one
-    per set of donated inputs it was compiled for) and its outputs' layout."""
+    per set of donated inputs it was compiled for) and its outputs' layout; what its op-by-op runs cost
+    (``interp_seconds``, against which a compile is weighed) and why it was new."""
 
-    __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read")
+    __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read", "ops", "why", "seen_total",
+                 "compiled_runs", "interp_seconds")
 
-    def __init__(self):
+    def __init__(self, ops=0, why=""):
         self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
         self.scalars_read = False  # a 0-d result was read on the host (_host_copies): compile host copies in
+        self.ops, self.why = ops, why
+        self.seen_total = self.compiled_runs = 0  # (``seen`` restarts when its executable is evicted)
+        self.interp_seconds = 0.0
+
+    def status(self):
+        if self.variants:
+            return "compiled"
+        if self.thread is not None:
+            return "compiling"
+        return "failed" if self.failed else "op by op"
 
     def pick(self, donatable):
         """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
@@ -331,7 +364,15 @@ host_copies = None
 pack_max_bytes = 1 << 20
 
 
-_compiling: set = set()
+
+
+def _by_value(x):
+    """Whether ``x``, read again in a segment, is a new input all the same: a dynamic scalar (weakly typed) or a
+    few ints (a view's offsets). Both are cached per value, so two that happen to be equal are one array: shared,
+    they would make a structure that depends on the values. (A tensor read twice is one input, as it may be
+    donated only once no other slot holds it.)"""
+    size = getattr(x, "size", 9)
+    return size <= 8 and (getattr(x, "weak_type", False) or x.dtype.kind in "iub")
 _SCALARS = (int, float, bool, complex)
 _Tracer = jax.core.Tracer
 
@@ -386,6 +427,7 @@ class Segment(Recorder):
             slot = self._slot
             inputs = self.inputs
             n_in = len(inputs)
+            dpos = _dynamic_args.get((fn, treedef)) if _dynamic_args else None  # scalars seen varying: inputs
             try:
                 for j, x in enumerate(leaves):
                     tx = type(x)
@@ -412,12 +454,14 @@ class Segment(Recorder):
                             raise x.missing("A tensor this op reads")
                         leaves[j] = x = v
                     elif tx in _SCALARS:
-                        if not dynamic_scalars:
-                            refs.append(("l", tx, x))
+                        if not dynamic_scalars and (dpos is None or j not in dpos):
+                            # (-0.0 == 0.0: the sign goes in the key, or both would be one structure, one constant)
+                            refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
+                                        else ("l", tx, x, "-"))
                             continue
                         leaves[j] = x = _run.device_scalar(x, self.device)
                     k = slot.get(id(x))
-                    if k is None:
+                    if k is None or _by_value(x):
                         if isinstance(x, _Tracer):
                             self._forget_inputs(n_in)
                             return NOT_RECORDED
@@ -432,13 +476,23 @@ class Segment(Recorder):
                 if st is None:
                     st = self.streams[stream] = len(self.streams)
                 key = (fn, treedef, refs, st, new)
-                child = self.node.children.get(key)
+                parent = self.node
+                child = parent.children.get(key)
                 if child is None:
+                    varying = _info.varying_scalars(parent, key) if parent.children else None
+                    if varying:
+                        # A Python scalar that had another value here before is data, not structure (a learning
+                        # rate set by hand, an offset): from now on that argument of this kernel is a dynamic
+                        # input wherever it is recorded (the other parameters' updates at once, not one per epoch).
+                        _dynamic_args[(fn, treedef)] = (dpos or frozenset()) | varying
+                        self._forget_inputs(n_in)
+                        return self.record(fn, args, stream, dynamic_scalars, barrier)
                     # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
                     out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
                     if _node_count[0] >= max_structures:
                         _restart_trie()
-                    child = self.node.children[key] = _Node(tuple(map(buffer_proto, out_leaves)), out_tree)
+                        parent = self.node
+                    child = parent.children[key] = _Node(tuple(map(buffer_proto, out_leaves)), out_tree, parent, key)
                     _node_count[0] += 1
             except BaseException:
                 self._forget_inputs(n_in)  # the op raised at its line: the segment is as before it
@@ -484,7 +538,8 @@ class Segment(Recorder):
 
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
-            del self._slot[id(x)]
+            if self._slot.get(id(x)) == k:
+                del self._slot[id(x)]
             self.packs.pop(k, None)
         del self.inputs[n:]
 
@@ -558,13 +613,18 @@ class Segment(Recorder):
             node.plans = {}
         entry = node.plans.get(out_idx)
         if entry is None:
-            entry = node.plans[out_idx] = _Entry()
+            entry = node.plans[out_idx] = _Entry(len(self.steps))
+            entry.why = _info.why_new(node, out_idx)
             _stats.structures += 1
+            if len(_listed) >= max_listed:
+                del _listed[:max(1, max_listed // 2)]
+            _listed.append(entry)
         entry.seen += 1
+        entry.seen_total += 1
         _stats.segments += 1
         exe, mask = entry.pick(donate) if entry.variants else (None, ())
         if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
-                and len(self.steps) >= min_steps:
+                and len(self.steps) >= min_steps and _worth_compiling(entry):
             # Compiled for what may be donated now; a later run that can donate less compiles once more (a
             # run that can donate more uses this one: donating fewer inputs is always safe).
             self._start_compile(entry, live, donate)
@@ -589,6 +649,7 @@ class Segment(Recorder):
                 else:
                     _stats.call_seconds += _clock() - t0
                     _stats.compiled_runs += 1
+                    entry.compiled_runs += 1
                     if mask:
                         _stats.donated_runs += 1
                     vals, pack = entry.layout.bind(outs, live)
@@ -596,7 +657,9 @@ class Segment(Recorder):
                     return
             state.compiled = False
         _stats.interpreted += 1
+        t0 = _clock()
         vals = self._interpret(out_idx, state)
+        entry.interp_seconds += _clock() - t0
         if not entry.scalars_read and self._wants_host_copies():
             for b, v in zip(live, vals):
                 if b.ndim == 0:
@@ -642,8 +705,7 @@ class Segment(Recorder):
 
     def _interpret(self, out_idx, state):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
-        with jax.default_device(self.device.jax_device):  # for steps that read no array (factories)
-            vals = _run.runner(self.steps, self.n_buffers)(self.inputs, state)
+        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(self.inputs, state)
         return [vals[i] for i in out_idx]
 
     def _start_compile(self, entry, live, donate):
@@ -671,26 +733,25 @@ class Segment(Recorder):
             else:
                 entry.variants.append((donate, exe))
                 _stats.evicted += _executables.add(entry, max_executables)
+                took = time.perf_counter() - t0
                 _stats.compiles += 1
-                _stats.compile_seconds += time.perf_counter() - t0
+                _stats.compile_seconds += took
+                _compiler.measured(took, len(steps))
             finally:
                 entry.thread = None
-                _compiling.discard(threading.current_thread())
 
+        entry.thread = True
         if not background_compile:
-            entry.thread = True
             work()
             return
-        t = threading.Thread(target=work, name="jgrad-segment-compile", daemon=True)
-        entry.thread = t
-        _compiling.add(t)
-        t.start()
+        _compiler.submit(work)
 
 
 def _restart_trie():
     global _root
     _root = _Node()
     _node_count[0] = 0
+    _listed.clear()
     for seg in _open.values():
         seg.node = _Node()  # its structure so far is forgotten: it will not match a cached plan
 
@@ -698,8 +759,14 @@ def _restart_trie():
 def _install():
     from . import streams
     streams._barrier[0] = _barrier
-    # A compile thread still inside XLA when the interpreter exits can crash it: let them finish.
-    atexit.register(wait_compiles)
+    # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
+    # still queued are dropped: the program that wanted them has ended).
+    atexit.register(_at_exit)
+
+
+def _at_exit():
+    _compiler.drop_queued()
+    _compiler.wait()
 
 
 _install()

@@ -3,6 +3,7 @@ outputs come back (one flat array per dtype on accelerators, sliced when read).
 
 Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture)
 and ``_dtype``; used by ``_segment`` alone, which owns the knobs (``pack_outputs``...) and passes them in.
+Also the worker that runs background compiles one at a time (``CompileWorker``).
 """
 from __future__ import annotations
 
@@ -99,6 +100,58 @@ class Pack:
             return _slicer(off, b.size, b.shape)(self.flats[g])
 
 
+class CompileWorker:
+    """Background compiles, run one after the other by one worker thread (started when none runs): compiles never
+    take more than one core from the program, however many structures turn hot at once. Also what compiles cost:
+    the seconds per op measured so far (``expected_seconds``)."""
+
+    def __init__(self):
+        self.jobs, self.lock, self.worker, self.threads = [], threading.Lock(), None, set()
+        self.seconds, self.ops = 0.0, 0
+
+    def submit(self, job):
+        with self.lock:
+            self.jobs.append(job)
+            if self.worker is None:
+                t = self.worker = threading.Thread(target=self._work, name="jgrad-segment-compile", daemon=True)
+                self.threads.add(t)
+                t.start()
+
+    def _work(self):
+        while True:
+            with self.lock:
+                if not self.jobs:
+                    self.threads.discard(self.worker)
+                    self.worker = None
+                    return
+                job = self.jobs.pop(0)
+            job()
+
+    def wait(self):
+        """Until every submitted compile has run."""
+        while True:
+            t = self.worker
+            if t is None or t is threading.current_thread():
+                return
+            t.join()
+
+    def drop_queued(self):
+        with self.lock:
+            self.jobs.clear()
+
+    def measured(self, seconds, ops):
+        self.seconds += seconds
+        self.ops += ops
+
+    def expected_seconds(self, ops, prior):
+        """A compile of ``ops`` steps: ``prior`` (seconds at 0 ops, per op) until compiles were measured, then the
+        measured rate per op (the prior weighing as one 100-op compile)."""
+        base, per_op = prior
+        if self.ops:
+            per_op = (self.seconds + 100 * per_op) / (self.ops + 100)
+        return base + per_op * ops
+
+
 class ExecutableLRU:
     """The structures (``_segment._Entry``) holding compiled executables, least recently run first."""
 
@@ -160,11 +213,14 @@ def device_scalar(x, device):
     return a
 
 
-def runner(steps, n_buffers):
+def runner(steps, n_buffers, device=None):
     """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
 
     A ref is an int (``i >= 0``: buffer ``i``; ``~k``: input ``k``), ``("l", type, value)`` (a Python
     scalar frozen into the step) or ``("s", k, offset, size, shape)`` (a slice of flat input ``k``).
+    ``device`` (op by op): steps that read no array (factories) run under ``jax.default_device(device)``, as
+    eager mode runs them; the others do not, as in eager mode: JAX keys its compiled kernels by the default
+    device in effect, so a kernel called under it would compile again although eager mode had compiled it.
     """
     def run(ins, state=None):
         vals = [None] * n_buffers
@@ -185,7 +241,11 @@ def runner(steps, n_buffers):
                     if v is None:
                         v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
                     args.append(v)
-            res = fn(*_tree_unflatten(treedef, args))
+            if device is not None and not any(type(r) is int or r[0] == "s" for r in refs):
+                with jax.default_device(device):
+                    res = fn(*_tree_unflatten(treedef, args))
+            else:
+                res = fn(*_tree_unflatten(treedef, args))
             if len(outs) == 1 and type(res) is not tuple:
                 vals[outs[0]] = res
             else:

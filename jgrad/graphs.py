@@ -29,7 +29,7 @@ from . import _capture, _checks, _compile, _dispatch, _recorder, _segment, _view
 from ._recorder import Buffer as _Buffer
 from ._capture import CaptureError  # noqa: F401
 from ._compile import cache_clear, cache_info  # noqa: F401
-from ._segment import SegmentCacheInfo, segment_cache_clear, segment_cache_info  # noqa: F401
+from ._segment import SegmentCacheInfo, StructureInfo, segment_cache_clear, segment_cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
 from ._dtype import x64_scope

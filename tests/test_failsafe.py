@@ -48,17 +48,17 @@ class _Faults:
                 return exe(*args)
             return call
 
-        def runner(steps, n):
+        def runner(steps, n, device=None):
             def run(ins, state=None):
                 if self.op_by_op is None:
-                    return real_runner(steps, n)(ins, state)
+                    return real_runner(steps, n, device)(ins, state)
                 bad = list(steps)
                 k = len(bad) // 2
 
                 def fails(*a):
                     raise self.op_by_op
                 bad[k] = (fails,) + bad[k][1:]
-                return real_runner(bad, n)(ins, state)
+                return real_runner(bad, n, device)(ins, state)
             return run
 
         monkeypatch.setattr(_segment_run, "compile_segment", compile_segment)
