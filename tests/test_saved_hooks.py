@@ -1,4 +1,4 @@
-"""Saved-tensor hooks and inference mode, scenario by scenario against PyTorch.
+"""Saved-tensor hooks, inference mode and grad-mode decorators, scenario by scenario against PyTorch.
 
 Each scenario is written once over a library argument (``torch`` or ``jgrad``) and run with both; what it
 returns (gradients, hook call counts, flags, error class and message) must be equal. The scenarios follow
@@ -147,7 +147,24 @@ def _hook_errors(L):
     return out
 
 
-HOOK_SCENARIOS = [_hooks_basic, _hooks_nested_inner_wins, _hooks_store_elsewhere, _hooks_double_backward,
+def _allow_mutation(L):
+    G = L.autograd.graph
+    out = []
+    with G.allow_mutation_on_saved_tensors() as ctx:
+        a = L.tensor(X, requires_grad=True)
+        b = a.clone()
+        y = (b * b).sum()
+        b.mul_(10)
+        b[1:].add_(1)  # through a view too
+        y.backward()  # the values saved before the writes
+        out += [_np(a.grad), _np(b), type(ctx).__name__]
+        z = (b * b).sum()
+        out.append(_err(lambda: G.allow_mutation_on_saved_tensors().__enter__()))
+    out.append(_err(lambda: z.backward()))
+    return out
+
+
+HOOK_SCENARIOS = [_allow_mutation, _hooks_basic, _hooks_nested_inner_wins, _hooks_store_elsewhere, _hooks_double_backward,
                   _hooks_custom_function, _save_on_cpu, _hook_errors]
 
 
@@ -184,6 +201,33 @@ def _inference_state(L):
     return out
 
 
+def _grad_mode_decorators(L):
+    out = []
+    for cm in (L.no_grad, L.enable_grad):  # without parentheses
+        f = cm(lambda: L.is_grad_enabled())
+        with L.set_grad_enabled(cm is L.no_grad):
+            out.append(f())
+
+    @L.set_grad_enabled(False)  # as a decorator it changes only the calls
+    def g():
+        return L.is_grad_enabled()
+
+    out += [L.is_grad_enabled(), g()]
+
+    @L.no_grad()
+    def gen():
+        yield L.is_grad_enabled()
+        return 5
+
+    it = gen()
+    out.append(next(it))
+    try:
+        next(it)
+    except StopIteration as stop:
+        out.append(stop.value)
+    return out
+
+
 def _inference_tensors(L):
     w = L.tensor(X, requires_grad=True)
     with L.inference_mode():
@@ -213,5 +257,5 @@ def _inference_existing_graph(L):
 
 @pytest.mark.one_execution_mode  # marking and refusing happen where tensors are made and written, in any mode
 def test_inference_mode_as_torch():
-    for scenario in (_inference_state, _inference_tensors, _inference_existing_graph):
+    for scenario in (_inference_state, _grad_mode_decorators, _inference_tensors, _inference_existing_graph):
         _same(scenario(jg), scenario(torch))

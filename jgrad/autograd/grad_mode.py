@@ -69,11 +69,24 @@ class set_grad_enabled(_DecoratorContextManager):
     def __exit__(self, *exc):
         state.grad_enabled = self.prev
 
+    def __call__(self, func):
+        state.grad_enabled = self.prev  # as a decorator, only the calls change grad mode (PyTorch)
+        return super().__call__(func)
+
     def clone(self):
         return self.__class__(self.mode)
 
 
-class no_grad(_DecoratorContextManager):
+class _NoParamDecoratorContextManager(_DecoratorContextManager):
+    """Also usable as ``@no_grad``, without parentheses."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamDecoratorContextManager):
     """Context manager / decorator that disables gradient recording."""
 
     def __enter__(self):
@@ -84,7 +97,7 @@ class no_grad(_DecoratorContextManager):
         state.grad_enabled = self.prev
 
 
-class enable_grad(_DecoratorContextManager):
+class enable_grad(_NoParamDecoratorContextManager):
     """Context manager / decorator that enables gradient recording."""
 
     def __enter__(self):

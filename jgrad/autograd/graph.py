@@ -1,10 +1,13 @@
 """``jgrad.autograd.graph``: introspection of the running backward; hooks on saved tensors.
 
-Imports ``engine``, ``node`` and ``grad_mode``.
+Imports ``_tensor``, ``engine``, ``node`` and ``grad_mode``.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
+
+from .._tensor import Tensor
 
 from .engine import current_execution_order, current_graph_task_id  # noqa: F401
 from .grad_mode import state as _state
@@ -88,3 +91,37 @@ class disable_saved_tensors_hooks:
             with disable_saved_tensors_hooks(self.error_message):
                 return fn(*args, **kwargs)
         return wrapper
+
+
+class _AllowMutationOnSavedContext:
+    """What ``allow_mutation_on_saved_tensors`` yields; its graphs can run backward while it is open."""
+
+    def __init__(self):
+        self.open = True
+
+
+@contextlib.contextmanager
+def allow_mutation_on_saved_tensors():
+    """Tensors saved for backward inside this block may be written in place later in it. Backward reads
+    the values they had when they were saved, not the in-place error. jgrad keeps the saved value: an
+    immutable jax array, not a copy. Graphs recorded inside must run backward before the block ends."""
+    if getattr(_state, "mutation_ctx", None) is not None:
+        raise RuntimeError("allow_mutation_on_saved_tensors contexts cannot be nested")
+    ctx = _state.mutation_ctx = _AllowMutationOnSavedContext()
+
+    def pack(t):
+        return ctx, Tensor._make(t._data if t._data is not None else t._stale_data(), t._device, t._stream)
+
+    def unpack(packed):
+        c, t = packed
+        if not c.open:
+            raise AssertionError("Trying to backward outside of the 'allow_mutation_on_saved_tensors' context"
+                                 "in which the graph was originally recorded.")
+        return t
+
+    try:
+        with saved_tensors_hooks(pack, unpack):
+            yield ctx
+    finally:
+        ctx.open = False
+        _state.mutation_ctx = None
