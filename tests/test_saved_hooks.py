@@ -89,23 +89,27 @@ def _hooks_double_backward(L):
 def _hooks_custom_function(L):
     G = L.autograd.graph
 
-    class Cube(L.autograd.Function):
+    class Cube(L.autograd.Function):  # saves an input and its output
         @staticmethod
         def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x ** 3
+            out = x ** 3
+            ctx.save_for_backward(x, out)
+            return out
 
         @staticmethod
         def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 3 * g * x * x
+            x, out = ctx.saved_tensors
+            return 3 * g * out / x
 
     calls = []
     a = L.tensor(X, requires_grad=True)
     with G.saved_tensors_hooks(lambda x: calls.append("p") or x * 2, lambda x: calls.append("u") or x):
         y = Cube.apply(a)
     y.sum().backward()
-    return calls, _np(a.grad)
+    with G.saved_tensors_hooks(lambda x: x, lambda x: x):  # create_graph through the unpacked output
+        g, = L.autograd.grad(Cube.apply(a).sum(), a, create_graph=True)
+        gg, = L.autograd.grad(g.sum(), a)
+    return calls, _np(a.grad), _np(gg)
 
 
 def _save_on_cpu(L):
