@@ -16,7 +16,8 @@ from ._dtype import (bfloat16, bool, complex64, complex128, double, dtype, float
                      float64, get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
 from ._tensor import Tensor
 from . import autograd
-from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                       set_grad_enabled)
 from . import ops
 from . import _backward_plan  # noqa: F401  (installs the engine's fast path in "auto" mode; it needs _dispatch's OpNode)
 from .ops import *  # noqa: F401,F403

@@ -331,8 +331,10 @@ class _Simulation:
                 full[p] = mask[j]
             mask = tuple(full)
         kernel = fn.op.backward_kernel(fn.key, fn.attrs, mask, fn.in_avals)
-        saved = tuple((s.data if type(s) is SavedVariable else s) for s in fn.saved) if fn.saved is not None else ()
-        saved_out = tuple(s.data for s in fn.saved_out) if fn.saved_out else ()
+        # Shapes only: a tensor saved under saved_tensors_hooks gives its aval (no unpack hook runs).
+        saved = tuple(((s.data if s.hooks is None else s.aval) if type(s) is SavedVariable else s)
+                      for s in fn.saved) if fn.saved is not None else ()
+        saved_out = tuple(s.data if s.hooks is None else s.aval for s in fn.saved_out) if fn.saved_out else ()
         g_avals = tuple(jax.ShapeDtypeStruct(m.shape, m.dtype.np) for m in fn.input_metadata)
         with _dtype.x64_scope():
             res = jax.eval_shape(kernel, abstract(saved), abstract(saved_out), g_avals)

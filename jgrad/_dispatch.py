@@ -360,8 +360,9 @@ def _used_inputs(bop, flat):
 
 def _kernel_reads(kernel, saved, saved_out, grads):
     """Which saved entries and saved outputs a compiled backward kernel actually reads."""
-    saved_raw = tuple(s.data if type(s) is SavedVariable else s for s in saved)
-    outs_raw = tuple(s.data for s in saved_out)
+    # A saved tensor under saved_tensors_hooks: its aval, so the trace runs no unpack hook.
+    saved_raw = tuple((s.data if s.hooks is None else s.aval) if type(s) is SavedVariable else s for s in saved)
+    outs_raw = tuple(s.data if s.hooks is None else s.aval for s in saved_out)
     with _x64():
         closed = jax.make_jaxpr(kernel)(*abstract((saved_raw, outs_raw, tuple(g._data for g in grads))))
     flags = iter(_live_invars(closed.jaxpr))
@@ -427,11 +428,18 @@ def call_factory(op, device, *scalars, **attrs):
 def call_inplace(op, target, *args, **attrs):
     """Run ``op`` on ``(target, *args)`` and rebind ``target`` to the result (``add_`` ...)."""
     key = tuple(attrs.items()) if attrs else ()
+    if target._inference and not _state.inference:
+        raise RuntimeError(INFERENCE_INPLACE)
     if target._alias is not None:  # it shares its storage: the write reaches every view (jgrad._views)
         return _alias_inplace(op, target, args, key, attrs)
     if target._req and target._grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     return _call(op, (target,) + args, key, attrs, target)
+
+
+INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to "
+                     "get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+                     "for more details.")
 
 
 # Installed by jgrad._views (it dispatches ops itself, so it sits above the door).

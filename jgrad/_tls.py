@@ -13,6 +13,9 @@ class _State(threading.local):
         self.anomaly_enabled = False
         self.anomaly_check_nan = True
         self.multithreading_enabled = True
+        self.inference = False          # jgrad.inference_mode
+        self.saved_hooks = []           # (pack, unpack) of saved_tensors_hooks, innermost last
+        self.saved_hooks_disabled = None  # disable_saved_tensors_hooks' message
 
 
 state = _State()

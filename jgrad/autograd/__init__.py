@@ -13,12 +13,13 @@ from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_en
 from .engine import engine as _engine, set_grad_trimming
 from .function import Function, FunctionCtx, InplaceFunction, once_differentiable  # noqa: F401
 from . import function  # noqa: F401
-from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled, state as _state
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,  # noqa: F401
+                        set_grad_enabled, state as _state)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .node import Node, gradient_edge
 
 __all__ = ["backward", "grad", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
-           "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly", "gradcheck",
+           "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "gradcheck",
            "gradgradcheck", "GradcheckError", "queue_callback", "set_multithreading_enabled",
            "is_multithreading_enabled", "Node",
            "set_grad_trimming", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]

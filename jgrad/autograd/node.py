@@ -15,6 +15,8 @@ import sys
 import threading
 import weakref
 
+import jax as _jax
+
 from .._tensor import Tensor, write_clock as _write_clock
 from .grad_mode import state as _state
 
@@ -268,6 +270,20 @@ def gradient_edge(t: Tensor):
     return None
 
 
+_INFERENCE_SAVED = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode in "
+    "computation tracked by autograd. To work around this, you can make a clone to get a normal tensor and use it "
+    "in autograd, or use `jgrad.no_grad()` instead of `jgrad.inference_mode()`.")
+Tensor._inference = False  # True on a tensor made in inference mode (jgrad.autograd.grad_mode.inference_mode)
+Tensor.is_inference = lambda self: self._inference
+Tensor.is_inference.__doc__ = "Whether this tensor was made in inference mode (an inference tensor)."
+
+
+def _no_grad():
+    from .grad_mode import no_grad
+    return no_grad()
+
+
 _SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
     "have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -283,9 +299,14 @@ class SavedVariable:
     """
 
     __slots__ = ("data", "vc", "version", "leaf", "grad_fn", "output_nr", "is_output", "device", "stream", "src",
-                 "seen", "slot_gen")
+                 "seen", "slot_gen", "hooks", "aval")
 
     def __init__(self, t: Tensor, is_output=False, own_version=False):
+        if t._inference and not _state.inference:
+            raise RuntimeError(_INFERENCE_SAVED)
+        self.hooks = None
+        if _state.saved_hooks:
+            return self._pack(t, is_output, _state.saved_hooks[-1])
         self.data = t._data
         self.device = t._device
         self.stream = t._stream
@@ -304,6 +325,43 @@ class SavedVariable:
             self.leaf, self.grad_fn = None, t._grad_fn
         else:
             self.leaf, self.grad_fn = (t if t._req else None), None
+
+    def _pack(self, t, is_output, hooks):
+        """Saved under ``saved_tensors_hooks``: keep what ``pack_hook(t)`` returns. ``data`` stays unset, so reading
+        it runs the unpack hook (``__getattr__``); the version is not checked, as in PyTorch."""
+        pack, unpack = hooks
+        self.vc, self.version, self.src = [0], 0, None
+        self.device, self.stream, self.is_output, self.output_nr = t._device, t._stream, is_output, t._output_nr
+        self.seen, self.slot_gen = 0, 0
+        self.leaf = t if (t._grad_fn is None and t._req) else None
+        self.grad_fn = None if is_output else t._grad_fn
+        version = t._vc[0]
+        with _no_grad():
+            packed = pack(t)
+        if t._vc[0] != version:
+            raise RuntimeError(
+                "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook "
+                "cannot be modified by in-place operations as this can lead to unexpected side-effects. Please "
+                "open an issue if you need to perform in-place operations on the input to a pack hook.")
+        self.hooks = (packed, unpack)
+        d = t._data if t._data is not None else t._aval
+        # What a kernel's trace needs (shape and dtype), not the value: save_on_cpu frees the device copy.
+        a = getattr(d, "aval", d)
+        self.aval = _jax.ShapeDtypeStruct(a.shape, a.dtype)
+
+    def __getattr__(self, name):
+        if name != "data" or self.hooks is None:
+            raise AttributeError(name)
+        return self._unpacked()
+
+    def _unpacked(self):
+        """The unpack hook's tensor's value."""
+        packed, unpack = self.hooks
+        out = unpack(packed)
+        if not isinstance(out, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                            f"{type(out).__name__}")
+        return out._data if out._data is not None else out._stale_data()
 
     def check(self, node):
         if self.vc[0] != self.version:
@@ -345,9 +403,16 @@ class SavedVariable:
     def unpack(self, node) -> Tensor:
         """The saved tensor, connected to its history (for create_graph)."""
         self.check(node)
-        if self.leaf is not None:
+        if self.hooks is not None:
+            data = self._unpacked()
+            if self.leaf is not None:  # the unpacked value, its gradient going to the leaf's accumulator
+                t = Tensor._make(data, self.device, self.stream, True)
+                t._grad_acc = weakref.ref(grad_accumulator(self.leaf))
+                return t
+        elif self.leaf is not None:
             return self.leaf
-        data = self.value()
+        else:
+            data = self.value()
         if self.is_output:
             return Tensor._make(data, self.device, self.stream, True, node, self.output_nr)
         if self.grad_fn is not None:

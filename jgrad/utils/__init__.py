@@ -1,5 +1,5 @@
-"""``jgrad.utils`` (``torch.utils``): ``data``.
+"""``jgrad.utils`` (``torch.utils``): ``data``, ``checkpoint``.
 
-Imports ``utils.data``.
+Imports ``utils.data`` and ``utils.checkpoint``.
 """
-from . import data  # noqa: F401
+from . import checkpoint, data  # noqa: F401
