@@ -64,6 +64,11 @@ def _spherical_j0(x):
     return jnp.where(nz, jnp.sin(x) / jnp.where(nz, x, 1), 1).astype(x.dtype)
 
 
+def _sinc(x):
+    # sin(pi x) / (pi x) is NaN at +-inf (PyTorch's); XLA's GPU sinc gives 0 there
+    return jnp.where(jnp.isinf(x), jnp.nan, jnp.sinc(x)).astype(x.dtype)
+
+
 def _digamma(x):
     # PyTorch's digamma at +-0.0: -inf at +0.0, +inf at -0.0 (JAX's gives NaN)
     return jnp.where(x == 0, jnp.copysign(jnp.inf, -x).astype(x.dtype), jss.digamma(x))
@@ -77,7 +82,7 @@ _UNARY = {
     "i0e": ("SpecialI0EBackward0", jss.i0e), "i1": ("SpecialI1Backward0", jss.i1),
     "i1e": ("SpecialI1EBackward0", jss.i1e), "ndtr": ("SpecialNdtrBackward0", jss.ndtr),
     "ndtri": ("SpecialNdtriBackward0", jss.ndtri), "log_ndtr": ("SpecialLogNdtrBackward0", jss.log_ndtr),
-    "sinc": ("SincBackward0", jnp.sinc), "entr": ("SpecialEntrBackward0", jss.entr),
+    "sinc": ("SincBackward0", _sinc), "entr": ("SpecialEntrBackward0", jss.entr),
     "exp2": ("Exp2Backward0", jnp.exp2), "expit": ("SigmoidBackward0", jss.expit),
     "bessel_j0": ("SpecialBesselJ0Backward0", lambda x: _bessel_j(x, 0)),
     "bessel_j1": ("SpecialBesselJ1Backward0", lambda x: _bessel_j(x, 1)),
