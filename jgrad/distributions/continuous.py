@@ -42,13 +42,12 @@ def _clamp_positive(x):
     return x + (x.clamp(min=_dtype.finfo(x.dtype).tiny) - x).detach()
 
 
-class Normal(Distribution):
-    """The normal distribution ``N(loc, scale**2)``."""
+class _LocScale(Distribution):
+    """A distribution of a location ``loc`` and a scale ``scale`` (broadcast together): Normal and Laplace."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
-    _mean_carrier_measure = 0
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
@@ -56,7 +55,8 @@ class Normal(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Normal, ("loc", "scale"), batch_shape, _instance)
+        # the concrete family (Normal, Laplace): a user's subclass must pass _instance, as in PyTorch
+        return _expand_params(self, self._family, ("loc", "scale"), batch_shape, _instance)
 
     @property
     def mean(self):
@@ -65,6 +65,12 @@ class Normal(Distribution):
     @property
     def mode(self):
         return self.loc
+
+
+class Normal(_LocScale):
+    """The normal distribution ``N(loc, scale**2)``."""
+
+    _mean_carrier_measure = 0
 
     @property
     def stddev(self):
@@ -97,28 +103,8 @@ class Normal(Distribution):
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
 
 
-class Laplace(Distribution):
+class Laplace(_LocScale):
     """The Laplace distribution with location ``loc`` and scale ``scale``."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = () if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Laplace, ("loc", "scale"), batch_shape, _instance)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):
@@ -150,6 +136,9 @@ class Laplace(Distribution):
 
     def entropy(self):
         return 1 + (2 * self.scale).log()
+
+
+Normal._family, Laplace._family = Normal, Laplace
 
 
 class Uniform(Distribution):
