@@ -279,6 +279,7 @@ def _outcome(fn, args, kwargs, writes, sync=False):
 
 def _norm_msg(msg):
     msg = re.sub(r" \((integer division|\w+) issued at .*$", "", msg, flags=re.S)  # a deferred check's "where"
+    msg = re.sub(r"\s+", " ", msg)  # PyTorch's sources wrap some messages with runs of spaces
     return re.sub(r" \(position \d+\)", "", msg).strip()
 
 

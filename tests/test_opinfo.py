@@ -19,7 +19,11 @@ torch = pytest.importorskip("torch", reason="the OpInfo sweep compares with PyTo
 
 import jgrad as jg  # noqa: E402
 from _opinfo import THOROUGH, run_entry, variants  # noqa: E402
-from _opinfo_table import KNOWN, NOT_OPS, PENDING, TABLE, TESTED_ELSEWHERE  # noqa: E402
+from _opinfo_table import (KNOWN, NOT_OPS, OTHER_RELEASE, PENDING, REFERENCE_TORCH, TABLE,  # noqa: E402
+                           TESTED_ELSEWHERE)
+
+# another torch release than the pinned reference: its known changes at edge values are not jgrad's failures
+_KNOWN = KNOWN + (OTHER_RELEASE if not torch.__version__.startswith(REFERENCE_TORCH) else [])
 
 
 def _ids():
@@ -34,7 +38,7 @@ def _ids():
 
 def _known(case):
     text = repr(case)
-    return next((reason for op, pattern, reason in KNOWN if op == case.op and re.search(pattern, text)), None)
+    return next((reason for op, pattern, reason in _KNOWN if op == case.op and re.search(pattern, text)), None)
 
 
 @pytest.mark.parametrize("info", TABLE, ids=_ids())

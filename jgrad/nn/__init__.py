@@ -12,6 +12,7 @@ from .conv import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, Adap
 from .hooks import RemovableHandle
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss
 from .module import Module
+from .modules import AlphaDropout, FeatureAlphaDropout, LocalResponseNorm  # noqa: F401  (issue 26)
 from .modules import (ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSoftmax,
                       ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmin, Softplus, Softsign, Tanh, Unflatten)
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
@@ -22,7 +23,7 @@ from .transformer import MultiheadAttention, TransformerEncoder, TransformerEnco
 
 __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "Sequential", "ModuleList", "ModuleDict",
            "ParameterList", "ParameterDict", "Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "Flatten",
-           "Unflatten", "ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus",
+           "AlphaDropout", "FeatureAlphaDropout", "LocalResponseNorm", "Unflatten", "ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus",
            "Softsign", "Softmax", "Softmin", "LogSoftmax", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss",
            "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss", "functional", "init",
            "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MaxPool1d",

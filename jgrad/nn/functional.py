@@ -70,6 +70,7 @@ __all__ = ["linear", "embedding", "layer_norm", "one_hot", "pad", "softplus", "l
            "softshrink", "hardshrink", "tanhshrink", "prelu"]
 __all__ += ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid",
             "unfold", "fold", "pixel_shuffle", "pixel_unshuffle", "bilinear", "gumbel_softmax"]  # issue 30
+__all__ += ["alpha_dropout", "feature_alpha_dropout", "local_response_norm"]  # issue 26
 
 
 # ---- activations ---------------------------------------------------------------
@@ -206,6 +207,33 @@ def _channel_dropout(input, p, training, batched_ndim, name, generator):
         return input * 0.0
     keep = _rand.rand(tuple(mask_shape), generator=generator, dtype=input.dtype, device=input.device) >= p
     return input * keep.to(input.dtype) / (1.0 - p)
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False, *, generator=None):
+    """Dropout that keeps a SELU network's self-normalization: dropped units take SELU's negative saturation
+    value, and an affine map restores the input's mean and variance."""
+    return _rand.alpha_dropout(input, p, training, inplace, generator=generator)
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False, *,
+                          generator=None):
+    """``alpha_dropout`` of whole channels: one draw per (sample, channel)."""
+    return _rand.feature_alpha_dropout(input, p, training, inplace, generator=generator)
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    """Divide each element by ``(k + alpha * mean of squares over the `size` neighbouring channels) ** beta``
+    (AlexNet's normalization across channels; the window is zero-padded at the ends)."""
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+    if input.numel() == 0:
+        return input
+    n, c = input.shape[0], input.shape[1]
+    # channels become a spatial axis of length C, pooled with a window of `size` (front-padded by size // 2)
+    squares = (input * input).reshape(n, 1, c, -1)
+    squares = pad(squares, (0, 0, size // 2, (size - 1) // 2))
+    mean_sq = avg_pool2d(squares, (size, 1), stride=1).reshape(input.shape)
+    return input / (mean_sq * alpha + k) ** beta
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False, *, generator=None):

@@ -10,7 +10,7 @@ from . import (attention, conv, creation, indexing, linalg, misc, nn_ops, normal
                random_ops, reduction, shape, sorting)
 from . import elementwise, activations, products, assemble, stats  # noqa: F401  (issue 26: the missing names)
 from .creation import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,  # noqa: F401
-                       ones_like, tensor, zeros, zeros_like)
+                       ones_like, tensor, zeros, zeros_like, logspace, tril_indices, triu_indices)
 from .from_jax import from_jax  # noqa: F401
 from .linalg import (bmm, dot, einsum, get_float32_matmul_precision, linear, matmul, mm,  # noqa: F401
                      set_float32_matmul_precision)
@@ -20,7 +20,7 @@ from .nn_ops import cross_entropy, embedding, layer_norm, log_softmax, mse_loss,
 from .pointwise import *  # noqa: F401,F403
 from .comparison import *  # noqa: F401,F403
 from .random_ops import (bernoulli, dropout, multinomial, normal, rand, rand_like, randint,  # noqa: F401
-                         randint_like, randn, randn_like, randperm)
+                         randint_like, randn, randn_like, randperm, poisson, alpha_dropout, feature_alpha_dropout)
 from .reduction import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, norm, prod, std,  # noqa: F401
                         sum, var)
 from .sorting import argsort, bucketize, kthvalue, msort, searchsorted, sort, topk  # noqa: F401

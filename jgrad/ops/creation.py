@@ -233,6 +233,40 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) ->
     return tensor(arr, device=device, requires_grad=requires_grad)
 
 
+def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``base ** linspace(start, end, steps)``."""
+    steps = as_index(steps, "logspace", "steps")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = _dtype.canonical(dtype)
+    check_new_shape((steps,), dt.itemsize, "logspace")
+    arr = np.logspace(start, end, steps, base=base).astype(dt.np)
+    return tensor(arr, device=device, requires_grad=requires_grad)
+
+
+def _triangle_indices(row, col, offset, dtype, device, lower, name):
+    row, col, offset = as_index(row, name, "row"), as_index(col, name, "col"), as_index(offset, name, "offset")
+    if row < 0:
+        raise RuntimeError(f"row must be non-negative, got{row}")
+    if col < 0:
+        raise RuntimeError(f"col must be non-negative, got{col}")
+    dt = _dtype._index_dtype() if dtype is None else _dtype.canonical(dtype)
+    if dt.is_floating_point or dt is _dtype.bool or dt.is_complex:
+        raise RuntimeError(f"\"{name}\" not implemented for '{dt}'".replace("jgrad.", ""))
+    r, c = (np.tril_indices if lower else np.triu_indices)(row, offset, col)
+    return tensor(np.stack([r, c]).astype(dt.np).reshape(2, -1), device=device)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) coordinates of the lower triangle of a ``row`` x ``col`` matrix, row by row."""
+    return _triangle_indices(row, col, offset, dtype, device, True, "tril_indices")
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) coordinates of the upper triangle of a ``row`` x ``col`` matrix, row by row."""
+    return _triangle_indices(row, col, offset, dtype, device, False, "triu_indices")
+
+
 def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     if type(n) is not int:
         if isinstance(n, bool) or not hasattr(type(n), "__index__"):

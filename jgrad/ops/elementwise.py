@@ -32,9 +32,20 @@ def _float_unary(name, fn):
     return Op(name, lambda a: fn(_float_promote(a)))
 
 
+@jax.custom_jvp
 def _sinc(a):
-    # jnp.sinc's own derivative rule is exact at 0 (0, as PyTorch's)
-    return jnp.sinc(a)
+    """sin(pi a) / (pi a), NaN at +-inf with a NaN derivative there, as PyTorch's on every device (XLA's GPU sinc
+    and its derivative give 0 at infinity, its CPU ones NaN)."""
+    return jnp.where(jnp.isinf(a), jnp.nan, jnp.sinc(a)).astype(a.dtype)
+
+
+@_sinc.defjvp
+def _sinc_jvp(primals, tangents):
+    (a,), (t,) = primals, tangents
+    y, dy = jax.jvp(jnp.sinc, (a,), (t,))  # jnp.sinc's own rule is exact at 0 (0, as PyTorch's)
+    at_inf = jnp.isinf(a)
+    # a constant factor keeps the tangent linear in t, so reverse mode transposes it
+    return jnp.where(at_inf, jnp.nan, y).astype(a.dtype), (dy * jnp.where(at_inf, jnp.nan, 1)).astype(a.dtype)
 
 
 def _logit(a, eps=None):

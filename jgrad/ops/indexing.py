@@ -43,8 +43,13 @@ GATHER = Op("GatherBackward0", lambda a, idx, dim: jnp.take_along_axis(_block(a,
                                                                        mode="clip"))
 SCATTER = Op("ScatterBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].set(
     _scatter_src(src, idx, a.dtype)))
-SCATTER_ADD = Op("ScatterAddBackward0", lambda a, idx, src, dim: a.at[_scatter_index(idx, dim)].add(
-    _scatter_src(src, idx, a.dtype)))
+def _scatter_add_fwd(a, idx, src, dim):
+    if a.dtype == jnp.bool_:  # PyTorch adds booleans as a logical or (XLA's scatter-add refuses bool)
+        return a.at[_scatter_index(idx, dim)].max(_scatter_src(src, idx, a.dtype))
+    return a.at[_scatter_index(idx, dim)].add(_scatter_src(src, idx, a.dtype))
+
+
+SCATTER_ADD = Op("ScatterAddBackward0", _scatter_add_fwd)
 INDEX_SELECT = Op("IndexSelectBackward0", lambda a, idx, dim: jnp.take(a, idx.reshape(-1), axis=dim,
                                                                                 mode="clip"))
 
@@ -138,7 +143,11 @@ def nonzero(input, *, as_tuple=False):
     """Indices of non-zero entries (a host sync: the output shape depends on the data)."""
     from .creation import tensor
     input._host_sync("nonzero()")
-    idx = np.nonzero(np.asarray(input._value))
+    v = np.asarray(input._value)
+    # a 0-d input is one element with no dimensions to index: PyTorch gives shape (n, 0), or one index 0 per hit
+    idx = (np.flatnonzero(v),) if v.ndim == 0 else np.nonzero(v)
+    if v.ndim == 0 and not as_tuple:
+        return tensor(np.zeros((len(idx[0]), 0), _dtype._index_dtype().np), device=input.device)
     dt = _dtype._index_dtype()
     if as_tuple:
         return tuple(tensor(i.astype(dt.np), device=input.device) for i in idx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .. import _dtype
 from .._dispatch import Op, call, clear_kernel_caches
 from .._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor_method
@@ -204,7 +205,18 @@ def einsum(equation, *operands):
         if op.dtype is not operands[0].dtype:
             raise RuntimeError(f"expected scalar type {scalar_type_name(operands[0].dtype)} but found "
                                f"{scalar_type_name(op.dtype)}")
+    if len(operands) == 1 and _sums_a_subscript(equation) and not operands[0].is_floating_point() \
+            and not operands[0].is_complex():
+        # one operand with a summed subscript is a sum in PyTorch, which widens integers and bool to int64
+        operands = (operands[0].to(_dtype.int64),)
     return call(EINSUM, *operands, equation=equation)
+
+
+def _sums_a_subscript(equation):
+    eq = equation.replace(" ", "").replace("...", "")
+    lhs, _, rhs = eq.partition("->")
+    out = rhs if "->" in eq else "".join(c for c in lhs if lhs.count(c) == 1)
+    return bool(set(lhs.replace(",", "")) - set(out))
 
 
 def dot(input, other):

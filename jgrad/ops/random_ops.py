@@ -13,7 +13,8 @@ from .._device import device as _device, get_default_device
 from .._dispatch import Op, call, call_inplace
 from .._tensor import Tensor
 from ..random import _generator_for
-from ._registry import as_index, check_new_shape, parse_size, tensor_method
+from .creation import full
+from ._registry import as_index, check_new_shape, parse_size, scalar_type_name, tensor_method
 
 
 def _key(k):
@@ -103,15 +104,39 @@ def randn_like(t, *, dtype=None, device=None, generator=None):
 
 
 def randint_like(t, low=0, high=None, *, dtype=None, device=None, generator=None):
-    return randint(low, high, t.shape, dtype=dtype or t.dtype, device=device or t.device, generator=generator)
+    """Integers in [low, high) in ``t``'s shape and dtype (a floating dtype holds whole numbers, as PyTorch's)."""
+    dt = _dtype.canonical(dtype or t.dtype)
+    if dt.is_floating_point or dt.is_complex:
+        ints = randint(low, high, t.shape, dtype=_dtype.int64, device=device or t.device, generator=generator)
+        return ints.to(dt)
+    return randint(low, high, t.shape, dtype=dt, device=device or t.device, generator=generator)
 
 
-def bernoulli(input, *, generator=None):
-    return call(BERNOULLI, _key_tensor(generator, input._device), input.detach())
+def bernoulli(input, p=None, *, generator=None):
+    """0/1 samples with the probabilities in ``input``, or with probability ``p`` in ``input``'s shape."""
+    probs = input.detach() if p is None else _full_like(input, p)
+    return call(BERNOULLI, _key_tensor(generator, input._device), probs)
+
+
+def _full_like(t, value):
+    return full(t.shape, float(value), dtype=t.dtype, device=t.device)
+
+
+@tensor_method("bernoulli_")
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill ``self`` with 0/1 samples, each 1 with probability ``p`` (a float or a tensor of probabilities)."""
+    probs = p.detach().to(self.dtype).expand(self.shape) if isinstance(p, Tensor) else _full_like(self, p)
+    return self.copy_(call(BERNOULLI, _key_tensor(generator, self._device), probs))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
-    """Normal samples with scalar ``mean`` and ``std`` (one kernel, as ``torch.normal``)."""
+    """Normal samples: scalar ``mean`` and ``std`` with a ``size`` (one kernel), or tensors broadcast together
+    (``mean + std * N(0, 1)``, differentiable in both, as ``torch.normal``)."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        ref = mean if isinstance(mean, Tensor) else std
+        shape = jnp.broadcast_shapes(tuple(getattr(mean, "shape", ())), tuple(getattr(std, "shape", ())))
+        noise = randn(shape, dtype=ref.dtype, device=ref.device, generator=generator)
+        return mean + std * noise
     if size is None:
         raise TypeError("normal() with scalar mean and std needs 'size'")
     dt = _dtype.canonical(dtype)
@@ -127,7 +152,53 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
 
 @tensor_method("normal_")
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    for name, v, pos in (("mean", mean, 1), ("std", std, 2)):
+        if isinstance(v, Tensor):
+            raise TypeError(f"normal_(): argument '{name}' (position {pos}) must be float, not Tensor")
     return call_inplace(NORMAL_, self, _key_tensor(generator, self._device), mean, std)
+
+
+POISSON = Op("PoissonBackward0", lambda k, rates: jax.random.poisson(_key(k), rates, rates.shape).astype(rates.dtype),
+             lambda ctx, g: (None, jnp.zeros_like(g)), save=())
+
+
+def poisson(input, generator=None):
+    """Poisson samples with the rates in ``input`` (its gradient is zero, as PyTorch's)."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{scalar_type_name(input.dtype)}'")
+    return call(POISSON, _key_tensor(generator, input._device), input)
+
+
+# SELU's fixed point: a dropped unit is set to SELU's negative saturation -scale * alpha, and an affine map keeps
+# the mean and variance of a unit-normal input (Klambauer et al., 2017).
+_SELU_SATURATION = -1.0507009873554805 * 1.6732632423543772
+
+
+def _alpha_dropout(input, p, training, mask_lead, name, generator):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    a = ((1.0 - p) * (1.0 + p * _SELU_SATURATION ** 2)) ** -0.5
+    b = -a * _SELU_SATURATION * p
+    mask_shape = tuple(input.shape[:mask_lead]) + (1,) * (input.ndim - mask_lead)
+    keep = (rand(mask_shape, generator=generator, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
+    return (input * keep + _SELU_SATURATION * (1.0 - keep)) * a + b
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None):
+    """Dropout for SELU networks: dropped units take SELU's saturation value and an affine map keeps the mean and
+    variance of the input."""
+    out = _alpha_dropout(input, p, training, input.ndim, "alpha_dropout", generator)
+    return input.copy_(out) if inplace and out is not input else out
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None):
+    """``alpha_dropout`` of whole channels (one draw per sample and channel)."""
+    out = _alpha_dropout(input, p, training, min(2, input.ndim), "feature_alpha_dropout", generator)
+    return input.copy_(out) if inplace and out is not input else out
 
 
 def _dropout_fwd(x, k, p):
@@ -177,7 +248,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     generator). Without replacement a row gives distinct categories of non-zero weight.
     """
     if not input.dtype.is_floating_point:
-        from ._registry import scalar_type_name
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{scalar_type_name(input.dtype)}")
     if input.ndim not in (1, 2):

@@ -396,7 +396,7 @@ def _affine_grid_fwd(theta, *, size, align_corners):
     spatial = size[2:]
     axes = [_base_grid(s, align_corners, theta.dtype) for s in spatial][::-1]  # x (last dim) first
     mesh = jnp.meshgrid(*axes, indexing="ij")  # indexed (x, y[, z])
-    base = jnp.stack(mesh + [jnp.ones_like(mesh[0])], -1)  # (W, H[, D], d + 1)
+    base = jnp.stack([*mesh, jnp.ones_like(mesh[0])], -1)  # (W, H[, D], d + 1)
     base = jnp.transpose(base, tuple(range(len(spatial)))[::-1] + (len(spatial),))  # (..., H, W, d + 1)
     grid = jnp.einsum("...k,njk->n...j", base, theta, precision=jax.lax.Precision.HIGHEST)
     return grid

@@ -23,6 +23,7 @@ from .. import _dtype
 from .._dispatch import Op, call
 from .._tensor import Tensor
 from ._registry import as_index, expect_tensor, tensor_method
+from .elementwise import _sinc  # one sinc: NaN at +-inf with its derivative, on every device
 from .misc import xlogy  # noqa: F401  (torch.special.xlogy)
 from .nn_ops import log_softmax, softmax  # noqa: F401
 from .pointwise import _check_operand, _float_promote, _promote, erf, expm1, log1p, round, sigmoid  # noqa: F401
@@ -62,11 +63,6 @@ def _bessel_j(x, order):
 def _spherical_j0(x):
     nz = x != 0
     return jnp.where(nz, jnp.sin(x) / jnp.where(nz, x, 1), 1).astype(x.dtype)
-
-
-def _sinc(x):
-    # sin(pi x) / (pi x) is NaN at +-inf (PyTorch's); XLA's GPU sinc gives 0 there
-    return jnp.where(jnp.isinf(x), jnp.nan, jnp.sinc(x)).astype(x.dtype)
 
 
 def _digamma(x):

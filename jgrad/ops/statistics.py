@@ -17,7 +17,7 @@ from .._tensor import Tensor
 from ._registry import as_index, expect_tensor, host_values, scalar_type_name, tensor_method, wrap_dim
 from .creation import tensor as _tensor
 
-__all__ = ["unique", "bincount", "histc", "quantile", "nanquantile"]
+__all__ = ["unique", "unique_consecutive", "bincount", "histc", "quantile", "nanquantile"]
 
 
 @tensor_method()
@@ -38,6 +38,34 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     out = [_tensor(vals, dtype=input.dtype, device=input.device)]
     if return_inverse:
         out.append(_tensor(inv.astype(idx), device=input.device))
+    if return_counts:
+        out.append(_tensor(counts.astype(idx), device=input.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@tensor_method()
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """``input`` with each run of equal consecutive values (or slices along ``dim``) kept once, with the inverse
+    indices and run lengths on request. A host synchronization, as ``unique``."""
+    expect_tensor(input, "unique_consecutive")
+    d = None if dim is None else wrap_dim(dim, input.ndim)
+    input._host_sync("unique_consecutive()")
+    a = np.asarray(input.detach()._value)
+    flat = a.reshape(-1) if d is None else np.moveaxis(a, d, 0).reshape(a.shape[d], -1)
+    n = flat.shape[0]
+    if n:
+        differs = flat[1:] != flat[:-1]
+        starts = np.concatenate([[True], differs if d is None else differs.any(axis=1)])
+    else:
+        starts = np.zeros(0, bool)
+    run = np.cumsum(starts) - 1  # which run each position belongs to
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, n))
+    vals = flat[first] if d is None else np.moveaxis(np.take(a, first, axis=d), d, d)
+    idx = _dtype._index_dtype().np
+    out = [_tensor(vals, dtype=input.dtype, device=input.device)]
+    if return_inverse:
+        out.append(_tensor(run.reshape(a.shape if d is None else (n,)).astype(idx), device=input.device))
     if return_counts:
         out.append(_tensor(counts.astype(idx), device=input.device))
     return out[0] if len(out) == 1 else tuple(out)

@@ -15,7 +15,8 @@ from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "Flatten", "Unflatten", "ReLU", "ReLU6",
+__all__ = ["Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "AlphaDropout", "FeatureAlphaDropout",
+           "LocalResponseNorm", "Flatten", "Unflatten", "ReLU", "ReLU6",
            "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Softsign", "Softmax", "Softmin",
            "LogSoftmax"]
 
@@ -179,6 +180,34 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class AlphaDropout(Dropout):
+    """During training, ``F.alpha_dropout``: dropout that keeps SELU's self-normalization."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    """During training, ``F.feature_alpha_dropout``: alpha dropout of whole channels."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class LocalResponseNorm(Module):
+    """``F.local_response_norm`` across channels."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 class Flatten(Module):
