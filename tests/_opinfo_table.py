@@ -546,6 +546,8 @@ TABLE = [
     *[U(n, lambda dt: [S(rnd(dt, (2, 3, 4)), 0.5, True), S(rnd(dt, (2, 3)), 0.0, True), S(rnd(dt, (3,)), 0.5)],
         FLOATS, values=False, grad=False)
       for n in ("F.alpha_dropout", "F.feature_alpha_dropout", "alpha_dropout", "feature_alpha_dropout")],
+    U("F.alpha_dropout", lambda dt: [S(rnd(dt, (2, 3)), 0.5, True, True), S(rnd(dt, (2, 3)), 1.5, True)], FLOATS,
+      values=False, grad=False),
     U("F.local_response_norm", lambda dt: [S(rnd(dt, (2, 5, 3, 3)), 3), S(rnd(dt, (2, 4, 3)), 2, 0.1, 0.5, 2.0),
                                            S(rnd(dt, (2, 3, 2, 2, 2)), 4), S(rnd(dt, (3, 4)), 2, grad=False)], FLOATS),
     U("logspace", lambda dt: [S(0, 2, 3), S(0, 3, 4, 2), S(-1, 1, 5, dtype=D(dt)), S(0, 1, -1, grad=False)], FLOATS,

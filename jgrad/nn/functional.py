@@ -212,13 +212,15 @@ def _channel_dropout(input, p, training, batched_ndim, name, generator):
 def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False, *, generator=None):
     """Dropout that keeps a SELU network's self-normalization: dropped units take SELU's negative saturation
     value, and an affine map restores the input's mean and variance."""
-    return _rand.alpha_dropout(input, p, training, inplace, generator=generator)
+    out = _rand._alpha_dropout(input, p, training, input.ndim, generator)
+    return input.copy_(out) if inplace and out is not input else out
 
 
 def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False, *,
                           generator=None):
     """``alpha_dropout`` of whole channels: one draw per (sample, channel)."""
-    return _rand.feature_alpha_dropout(input, p, training, inplace, generator=generator)
+    out = _rand._alpha_dropout(input, p, training, min(2, input.ndim), generator)
+    return input.copy_(out) if inplace and out is not input else out
 
 
 def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
@@ -331,19 +333,20 @@ def _weighted(loss, reduction):
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
     """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
     _check_reduction(reduction)
+    if weight is None:
+        return _nn.huber_loss(input, target, reduction, delta)
     d = (input - target).abs()
     loss = _ops.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
-    return _weighted(loss * weight if weight is not None else loss, reduction)
+    return _weighted(loss * weight, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
     """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     reduction = _reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
-    d = (input - target).abs()
     if beta == 0.0:
-        return _weighted(d, reduction)
-    return _weighted(_ops.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+        return l1_loss(input, target, reduction=reduction)
+    return _nn.smooth_l1_loss(input, target, reduction, beta)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,

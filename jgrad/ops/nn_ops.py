@@ -6,6 +6,8 @@ Imports ``_dispatch``, ``_checks`` (deferred index checks), ``_dtype`` and ``ops
 """
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 
@@ -98,8 +100,10 @@ def _mse_bwd(ctx, g):
     reduction = ctx.attrs["reduction"]
     diff = a - b
     scale = 2.0 / diff.size if reduction == "mean" else 2.0
-    gd = g * scale * diff
-    return (gd if ctx.needs_input_grad[0] else None, -gd if ctx.needs_input_grad[1] else None)
+    # the target's gradient is the same formula with the arguments swapped (not a negation), as PyTorch's: a
+    # zero difference gives +0.0 to both
+    return (g * scale * diff if ctx.needs_input_grad[0] else None,
+            g * scale * (b - a) if ctx.needs_input_grad[1] else None)
 
 
 MSE = Op("MseLossBackward0", _mse_fwd, _mse_bwd, save=(0, 1))
@@ -107,13 +111,19 @@ MSE = Op("MseLossBackward0", _mse_fwd, _mse_bwd, save=(0, 1))
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error (``torch.nn.functional.mse_loss``)."""
-    if input.shape != target.shape:
-        import warnings
-        warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the input size "
-                      f"({list(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
-                      "Please ensure they have the same size.", UserWarning, stacklevel=2)
-        input = input.expand(*broadcast_shapes(input.shape, target.shape))
+    input, target = _same_size(input, target)
     return call(MSE, input, target, reduction=reduction)
+
+
+def _same_size(input, target):
+    """PyTorch's pointwise losses broadcast a target of another size, with a warning."""
+    if input.shape == target.shape:
+        return input, target
+    warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                  f"({list(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                  "Please ensure they have the same size.", UserWarning, stacklevel=3)
+    shape = broadcast_shapes(input.shape, target.shape)
+    return input.expand(*shape), target.expand(*shape)
 
 
 def _nll(logp, target, weight, ignore_index, reduction, label_smoothing, class_dim):
@@ -207,7 +217,7 @@ def _bce_bwd(ctx, g):
         g = jnp.broadcast_to(g / p.size if reduction == "mean" else g, p.shape)
     need = ctx.needs_input_grad
     gp = g * scale * (p - y) / jnp.maximum((1 - p) * p, 1e-12) if need[0] else None
-    gy = g * scale * (jnp.clip(jnp.log1p(-p), -100) - jnp.clip(jnp.log(p), -100)) if need[1] else None
+    gy = -g * scale * (jnp.log(p) - jnp.log1p(-p)) if need[1] else None  # -logit(p), unclamped as PyTorch's
     gw = -g * _bce_terms(p, y) if need[2] and w is not None else None
     return gp, gy, gw
 
@@ -250,11 +260,62 @@ def _l1_fwd(a, b, reduction):
     return _reduce(jnp.abs(a - b), reduction)
 
 
-L1 = Op("L1LossBackward0", _l1_fwd)
+def _pairwise_bwd(ctx, g, slope):
+    """A loss of ``d = input - target``: ``slope(d)`` is its derivative; the target's gradient is the formula with
+    the arguments swapped (PyTorch's, so a zero slope gives +0.0 to both, never -0.0)."""
+    a, b = ctx.saved
+    reduction = ctx.attrs["reduction"]
+    if reduction != "none":
+        g = jnp.broadcast_to(g / a.size if reduction == "mean" else g, a.shape)
+    need = ctx.needs_input_grad
+    return (g * slope(a - b) if need[0] else None, g * slope(b - a) if need[1] else None)
+
+
+def _l1_bwd(ctx, g):
+    # PyTorch's l1_loss is |input - target| composed: the target's gradient is the negated input gradient
+    a, b = ctx.saved
+    reduction = ctx.attrs["reduction"]
+    if reduction != "none":
+        g = jnp.broadcast_to(g / a.size if reduction == "mean" else g, a.shape)
+    gi = g * jnp.sign(a - b)
+    return (gi if ctx.needs_input_grad[0] else None), (-gi if ctx.needs_input_grad[1] else None)
+
+
+L1 = Op("L1LossBackward0", _l1_fwd, _l1_bwd, save=(0, 1))
+
+
+def _huber_terms(d, delta):
+    ad = jnp.abs(d)
+    return jnp.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+
+
+def _huber_slope(d, delta):
+    return jnp.clip(d, -delta, delta)
+
+
+HUBER = Op("HuberLossBackward0", lambda a, b, reduction, delta: _reduce(_huber_terms(a - b, delta), reduction),
+           lambda ctx, g: _pairwise_bwd(ctx, g, lambda d: _huber_slope(d, ctx.attrs["delta"])), save=(0, 1))
+SMOOTH_L1 = Op("SmoothL1LossBackward0",
+               lambda a, b, reduction, beta: _reduce(_huber_terms(a - b, beta) / beta, reduction),
+               lambda ctx, g: _pairwise_bwd(ctx, g, lambda d: _huber_slope(d, ctx.attrs["beta"]) / ctx.attrs["beta"]),
+               save=(0, 1))
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    input, target = _same_size(input, target)
     return call(L1, input, target, reduction=reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``, for ``d = input - target``."""
+    input, target = _same_size(input, target)
+    return call(HUBER, input, target, reduction=reduction, delta=float(delta))
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``beta > 0``)."""
+    input, target = _same_size(input, target)
+    return call(SMOOTH_L1, input, target, reduction=reduction, beta=float(beta))
 
 
 def _layer_norm_fwd(x, w, b, shape, eps):

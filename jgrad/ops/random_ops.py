@@ -174,7 +174,9 @@ def poisson(input, generator=None):
 _SELU_SATURATION = -1.0507009873554805 * 1.6732632423543772
 
 
-def _alpha_dropout(input, p, training, mask_lead, name, generator):
+def _alpha_dropout(input, p, training, mask_lead, generator):
+    """Dropped units take SELU's saturation value; ``a`` and ``b`` restore the input's mean and variance. The mask
+    is drawn over the first ``mask_lead`` dims (all: elementwise; 2: whole channels)."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -188,17 +190,21 @@ def _alpha_dropout(input, p, training, mask_lead, name, generator):
     return (input * keep + _SELU_SATURATION * (1.0 - keep)) * a + b
 
 
-def alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None):
-    """Dropout for SELU networks: dropped units take SELU's saturation value and an affine map keeps the mean and
-    variance of the input."""
-    out = _alpha_dropout(input, p, training, input.ndim, "alpha_dropout", generator)
-    return input.copy_(out) if inplace and out is not input else out
+def alpha_dropout(input, p, train=None):
+    """``torch.alpha_dropout``: dropout for SELU networks (``nn.functional.alpha_dropout`` with ``training=train``)."""
+    _need_train(train, "alpha_dropout")
+    return _alpha_dropout(input, p, train, input.ndim, None)
 
 
-def feature_alpha_dropout(input, p=0.5, training=False, inplace=False, *, generator=None):
-    """``alpha_dropout`` of whole channels (one draw per sample and channel)."""
-    out = _alpha_dropout(input, p, training, min(2, input.ndim), "feature_alpha_dropout", generator)
-    return input.copy_(out) if inplace and out is not input else out
+def feature_alpha_dropout(input, p, train=None):
+    """``torch.feature_alpha_dropout``: alpha dropout of whole channels (one draw per sample and channel)."""
+    _need_train(train, "feature_alpha_dropout")
+    return _alpha_dropout(input, p, train, min(2, input.ndim), None)
+
+
+def _need_train(train, name):
+    if train is None:  # PyTorch's binding requires it, in its own words
+        raise TypeError(f'{name}() missing 1 required positional arguments: "train"')
 
 
 def _dropout_fwd(x, k, p):
