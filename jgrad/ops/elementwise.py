@@ -32,20 +32,20 @@ def _float_unary(name, fn):
     return Op(name, lambda a: fn(_float_promote(a)))
 
 
-@jax.custom_jvp
 def _sinc(a):
-    """sin(pi a) / (pi a), NaN at +-inf with a NaN derivative there, as PyTorch's on every device (XLA's GPU sinc
-    and its derivative give 0 at infinity, its CPU ones NaN)."""
+    """sin(pi a) / (pi a), NaN at +-inf as PyTorch's on every device (XLA's GPU sinc gives 0 there)."""
     return jnp.where(jnp.isinf(a), jnp.nan, jnp.sinc(a)).astype(a.dtype)
 
 
-@_sinc.defjvp
-def _sinc_jvp(primals, tangents):
-    (a,), (t,) = primals, tangents
-    y, dy = jax.jvp(jnp.sinc, (a,), (t,))  # jnp.sinc's own rule is exact at 0 (0, as PyTorch's)
-    at_inf = jnp.isinf(a)
-    # a constant factor keeps the tangent linear in t, so reverse mode transposes it
-    return jnp.where(at_inf, jnp.nan, y).astype(a.dtype), (dy * jnp.where(at_inf, jnp.nan, 1)).astype(a.dtype)
+def _sinc_bwd(ctx, g):
+    # PyTorch's formula written out (not jax.vjp, whose result at infinity differs between JAX releases and
+    # devices): (pi a cos(pi a) - sin(pi a)) / (pi a^2), 0 at 0, NaN at +-inf
+    a = _float_promote(ctx.saved[0]).astype(g.dtype)
+    at_zero = a == 0
+    pa = jnp.where(at_zero, 1, jnp.pi * a)
+    d = (pa * jnp.cos(pa) - jnp.sin(pa)) / (pa * jnp.where(at_zero, 1, a))
+    d = jnp.where(jnp.isinf(a), jnp.nan, jnp.where(at_zero, 0, d))
+    return (g * d.astype(g.dtype),)
 
 
 def _logit(a, eps=None):
@@ -60,7 +60,7 @@ ACOSH = _float_unary("AcoshBackward0", jnp.arccosh)
 ATANH = _float_unary("AtanhBackward0", jnp.arctanh)
 EXP2 = _float_unary("Exp2Backward0", jnp.exp2)
 ERFC = _float_unary("ErfcBackward0", jax.scipy.special.erfc)
-SINC = _float_unary("SincBackward0", _sinc)
+SINC = Op("SincBackward0", lambda a: _sinc(_float_promote(a)), _sinc_bwd, save=(0,))
 DEG2RAD = _float_unary("Deg2RadBackward0", lambda a: a * jnp.asarray(np.pi / 180, a.dtype))
 RAD2DEG = _float_unary("Rad2DegBackward0", lambda a: a * jnp.asarray(180 / np.pi, a.dtype))
 FRAC = Op("FracBackward0", lambda a: a - jnp.trunc(a), lambda ctx, g: (g,), save=())

@@ -23,7 +23,7 @@ from .. import _dtype
 from .._dispatch import Op, call
 from .._tensor import Tensor
 from ._registry import as_index, expect_tensor, tensor_method
-from .elementwise import _sinc  # one sinc: NaN at +-inf with its derivative, on every device
+from .elementwise import SINC  # one sinc: NaN at +-inf with PyTorch's derivative, on every device
 from .misc import xlogy  # noqa: F401  (torch.special.xlogy)
 from .nn_ops import log_softmax, softmax  # noqa: F401
 from .pointwise import _check_operand, _float_promote, _promote, erf, expm1, log1p, round, sigmoid  # noqa: F401
@@ -78,13 +78,14 @@ _UNARY = {
     "i0e": ("SpecialI0EBackward0", jss.i0e), "i1": ("SpecialI1Backward0", jss.i1),
     "i1e": ("SpecialI1EBackward0", jss.i1e), "ndtr": ("SpecialNdtrBackward0", jss.ndtr),
     "ndtri": ("SpecialNdtriBackward0", jss.ndtri), "log_ndtr": ("SpecialLogNdtrBackward0", jss.log_ndtr),
-    "sinc": ("SincBackward0", _sinc), "entr": ("SpecialEntrBackward0", jss.entr),
+    "entr": ("SpecialEntrBackward0", jss.entr),
     "exp2": ("Exp2Backward0", jnp.exp2), "expit": ("SigmoidBackward0", jss.expit),
     "bessel_j0": ("SpecialBesselJ0Backward0", lambda x: _bessel_j(x, 0)),
     "bessel_j1": ("SpecialBesselJ1Backward0", lambda x: _bessel_j(x, 1)),
     "spherical_bessel_j0": ("SpecialSphericalBesselJ0Backward0", _spherical_j0),
 }
 UNARY_OPS = {k: Op(node, lambda a, _f=f: _f(_float_promote(a))) for k, (node, f) in _UNARY.items()}
+UNARY_OPS["sinc"] = SINC
 
 
 def _unary(name, public=None):
