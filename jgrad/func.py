@@ -12,7 +12,7 @@ to JAX.
 
 Imports ``_functional``, ``_vmap``, ``_tensor``; ``nn`` (functional_call) and ``ops`` at the call: the library
 layer. Loading it installs ``autograd.grad(..., is_grads_batched=True)`` and what ``autograd.functional``
-needs of the op library.
+needs of the op library, and loads ``_forward_ad`` (the door rule of ``autograd.forward_ad``).
 """
 from __future__ import annotations
 
@@ -359,7 +359,7 @@ def stack_module_state(models):
 
 
 def _install():
-    from . import _vmap, autograd, ops
+    from . import _forward_ad, _vmap, autograd, ops  # noqa: F401  (_forward_ad: forward_ad's rule in the door)
     from .autograd import functional as _af
     autograd._batched_grad = _vmap.batched_grad
     _af._stack = ops.stack
