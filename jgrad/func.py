@@ -7,7 +7,7 @@ the matching JAX transform (``jax.grad``, ``jax.vjp``, ``jax.jvp``, ``jax.jacrev
 ``jax.hessian``, ``jax.vmap``) runs it; the arrays it returns come back as tensors without history.
 ``vmap`` is JAX's batching (one kernel per op for the whole batch), ``jacfwd`` is forward mode, and
 transforms nest because a transformed function is again a function of tensors. ``functional_call`` and
-``stack_module_state`` are PyTorch's module helpers. docs/func.md says what composes and how each maps
+``stack_module_state`` are PyTorch's module helpers. docs/functional.md says what composes and how each maps
 to JAX.
 
 Imports ``_functional``, ``_vmap``, ``_tensor``; ``nn`` (functional_call) and ``ops`` at the call: the library
