@@ -114,7 +114,8 @@ def build_jax(ws, x_np, y_np, v_np):
         return jax.jvp(jax.grad(batch_loss), (p,), (t,))[1]
 
     jit_ps, jit_hvp = jax.jit(per_sample), jax.jit(hvp)
-    return {("jit", "per_sample"): lambda: jit_ps(params, x, y), ("eager", "per_sample"): lambda: per_sample(params, x, y),
+    return {("jit", "per_sample"): lambda: jit_ps(params, x, y),
+            ("eager", "per_sample"): lambda: per_sample(params, x, y),
             ("jit", "hvp"): lambda: jit_hvp(params, v), ("eager", "hvp"): lambda: hvp(params, v)}
 
 

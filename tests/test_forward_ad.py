@@ -320,3 +320,33 @@ def test_func_transforms_unaffected_by_a_dual_level():
         close(t, 2 * x.numpy() * v.numpy())
         close(F.jacfwd(lambda a: a * a)(d), np.diag(2 * x.numpy()))
         assert fwAD.unpack_dual(d * d).tangent is not None
+
+
+# More ops against PyTorch's own forward AD (JGRAD_TEST_THOROUGH=1: every op compiles its kernel and its jvp's).
+def _more_ops(L):
+    F = L.nn.functional
+    return {
+        "sort": lambda a: a.sort(1)[0], "max_dim": lambda a: a.max(1)[0], "median": lambda a: a.median(),
+        "var": lambda a: a.var(1), "layer_norm": lambda a: F.layer_norm(a, (4,)),
+        "inv": lambda a: L.linalg.inv(a + 4 * L.eye(4)), "det": lambda a: L.linalg.det(a),
+        "cross_entropy": lambda a: F.cross_entropy(a, L.tensor([0, 1, 2, 3])), "svdvals": lambda a: L.linalg.svdvals(a),
+        "topk": lambda a: a.topk(2)[0], "cumsum": lambda a: a.cumsum(0), "logsumexp": lambda a: a.logsumexp(0),
+        "gather": lambda a: a.gather(1, L.tensor([[0], [1], [2], [3]])), "fft": lambda a: L.fft.fft(a).abs(),
+        "matrix_exp": lambda a: L.linalg.matrix_exp(a * 0.1),
+        "attention": lambda a: F.scaled_dot_product_attention(a[None], a[None], a[None]),
+    }
+
+
+@pytest.mark.skipif(os.environ.get("JGRAD_TEST_THOROUGH") != "1", reason="JGRAD_TEST_THOROUGH=1 (CI's budget)")
+def test_tangents_equal_torch_forward_ad_over_more_ops():
+    torch = pytest.importorskip("torch")
+    tAD = pytest.importorskip("torch.autograd.forward_ad")
+    x, t = _inputs([(4, 4), (4, 4)], 9)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(jg.tensor(x), jg.tensor(t))
+        mine = {n: fwAD.unpack_dual(f(d)).tangent.detach().numpy() for n, f in _more_ops(jg).items()}
+    with tAD.dual_level():
+        d = tAD.make_dual(torch.tensor(x), torch.tensor(t))
+        theirs = {n: tAD.unpack_dual(f(d)).tangent.numpy() for n, f in _more_ops(torch).items()}
+    for n in mine:
+        close(mine[n], theirs[n], rtol=1e-4, atol=1e-5)
