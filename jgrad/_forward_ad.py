@@ -11,8 +11,11 @@ While a dual level is active, three hooks are installed (none costs anything oth
   (``copy_``), so its views and its base see the new tangent too.
 - custom Functions (``function.forward_ad_hook``): the ``jvp`` staticmethod gives the outputs' tangents;
   ``forward`` runs without tangents, as in PyTorch.
-- ``SavedVariable.unpack``: a saved tensor unpacked for a double backward gets the tangent of the tensor
-  that was saved (PyTorch's SavedVariable saves the forward grad too).
+- ``SavedVariable``: a saved tensor keeps the tangent of the tensor saved, and gets it back when unpacked
+  for a double backward (PyTorch's SavedVariable saves the forward grad too).
+
+Also swapped in while a level is active: ``Tensor.detach_`` (drops the tangent) and the in-place view ops
+(``t_``, ``transpose_``, ``squeeze_``...: the tangent changes shape in place with the tensor).
 
 A tensor's tangent lives in its ``__dict__`` (``_fw_grad``: the level's token and the tangent tensor). Views
 follow PyTorch (Note [Forward Grad View/inplace]): a view with no tangent of its own takes, when first
@@ -253,6 +256,31 @@ def _detach_(self):
     return _orig_detach_(self)
 
 
+# The in-place view ops change a tensor's shape: its tangent changes the same way, in place (as PyTorch's).
+_VIEW_INPLACE = ("t_", "transpose_", "swapaxes_", "swapdims_", "squeeze_", "unsqueeze_")
+_orig_view_inplace = {name: getattr(Tensor, name) for name in _VIEW_INPLACE}
+
+
+def _view_inplace(name):
+    orig = _orig_view_inplace[name]
+
+    def method(self, *args, **kwargs):
+        tt = tangent_of(self)
+        out = orig(self, *args, **kwargs)
+        if tt is not None:
+            with _Busy():
+                orig(tt, *args, **kwargs)
+            set_tangent(self, tt)
+        return out
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = orig.__doc__
+    return method
+
+
+_patched_view_inplace = {name: _view_inplace(name) for name in _VIEW_INPLACE}
+
+
 # ---- the API's implementation ------------------------------------------------------------------------------------
 _ALIAS = _dispatch.Op("AliasBackward0", lambda a: a, lambda ctx, g: (g,), save=())
 
@@ -294,6 +322,8 @@ def activate():
     _node.SavedVariable.unpack = _unpack
     _node.SavedVariable.__init__ = _init
     Tensor.detach_ = _detach_
+    for name, method in _patched_view_inplace.items():
+        setattr(Tensor, name, method)
 
 
 def deactivate():
@@ -302,6 +332,8 @@ def deactivate():
     _node.SavedVariable.unpack = _orig_unpack
     _node.SavedVariable.__init__ = _orig_init
     Tensor.detach_ = _orig_detach_
+    for name, method in _orig_view_inplace.items():
+        setattr(Tensor, name, method)
     token = _state["token"]
     for ref in _state["holders"]:
         t = ref()

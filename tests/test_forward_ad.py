@@ -139,6 +139,10 @@ def test_views_share_the_tangent_and_inplace_updates_it():
         yv = y[1]
         y.add_(d)
         close(fwAD.unpack_dual(yv).tangent, expect[1])
+        # an in-place view op changes the tangent's shape with the tensor's, in place (PyTorch's)
+        d.t_()
+        assert fwAD.unpack_dual(d).tangent is t and tuple(t.shape) == (4, 3)
+        close(fwAD.unpack_dual(d * 1.0).tangent, expect.T)
 
 
 def test_pytorch_view_inplace_scenarios():
