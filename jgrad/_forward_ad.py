@@ -190,16 +190,15 @@ def _function_apply(cls, args, kwargs):
         out = cls._apply(ctx, args, kwargs)
         grads = [t if t is not None else (a.new_zeros(a.shape) if isinstance(a, Tensor) else None)
                  for a, t in zip(args, tans)]
-        saved = ctx.__dict__.get("_saved"), ctx.__dict__.get("to_save")
-        fwd_saved = tuple(_alias(t) if isinstance(t, Tensor) and tangent_of(t) is not None else t
-                          for t in getattr(ctx, "saved_for_forward", ()))  # primals, as PyTorch's jvp sees them
-        ctx._saved, ctx.to_save = None, fwd_saved
+        # inside jvp, ctx.saved_tensors are what save_for_forward saved, as primals (PyTorch's)
+        kept = {k: ctx.__dict__[k] for k in ("_saved", "to_save") if k in ctx.__dict__}
+        ctx._saved, ctx.to_save = None, tuple(_alias(t) if isinstance(t, Tensor) and tangent_of(t) is not None
+                                              else t for t in getattr(ctx, "saved_for_forward", ()))
         try:
             res = cls.jvp(ctx, *grads)
         finally:
-            ctx._saved, ctx.to_save = saved
-            if saved[0] is None:
-                del ctx._saved
+            del ctx._saved, ctx.to_save
+            ctx.__dict__.update(kept)
     outs = out if isinstance(out, tuple) else (out,)
     res = res if isinstance(res, tuple) else (res,)
     if len(res) != len(outs):
