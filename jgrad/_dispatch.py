@@ -427,6 +427,10 @@ def call_factory(op, device, *scalars, **attrs):
 
 def call_inplace(op, target, *args, **attrs):
     """Run ``op`` on ``(target, *args)`` and rebind ``target`` to the result (``add_`` ...)."""
+    if forward_ad_hook is not None:  # a dual level is active: the target's tangent is updated too
+        res = forward_ad_hook(lambda: call_inplace(op, target, *args, **attrs), op, (target,) + args, attrs, target)
+        if res is not None:
+            return res
     key = tuple(attrs.items()) if attrs else ()
     if target._inference and not _state.inference:
         raise RuntimeError(INFERENCE_INPLACE)
@@ -508,7 +512,16 @@ def call_foreach(op, targets, *args, **attrs):
     return targets
 
 
+# While a dual level is active (``jgrad._forward_ad``): ``hook(run, op, args, attrs, inplace)`` runs ``run()`` and
+# gives the outputs of an op with dual inputs their tangents, or returns None (no dual input: run as usual).
+forward_ad_hook = None
+
+
 def _call(op, args, key, attrs, inplace, device=None):
+    if forward_ad_hook is not None and inplace is None:
+        res = forward_ad_hook(lambda: _call(op, args, key, attrs, None, device), op, args, attrs, None)
+        if res is not None:
+            return res
     kernel = op._kernels.get(key) or op.kernel(key, attrs)
     dev = None
     req = False

@@ -136,7 +136,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     arguments; ``out_dims`` where the batch dimension goes in each output (an int or a tree matching them).
     ``randomness`` is 'error' (random ops raise), 'same' (one draw shared by the batch) or 'different' (one per
     example). ``chunk_size`` maps that many examples at a time and concatenates; keyword arguments are not
-    batched. The results are new tensors without autograd history (docs/func.md).
+    batched. The results are new tensors without autograd history (docs/functional.md).
     """
     check_randomness(randomness)
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):

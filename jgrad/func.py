@@ -7,12 +7,12 @@ the matching JAX transform (``jax.grad``, ``jax.vjp``, ``jax.jvp``, ``jax.jacrev
 ``jax.hessian``, ``jax.vmap``) runs it; the arrays it returns come back as tensors without history.
 ``vmap`` is JAX's batching (one kernel per op for the whole batch), ``jacfwd`` is forward mode, and
 transforms nest because a transformed function is again a function of tensors. ``functional_call`` and
-``stack_module_state`` are PyTorch's module helpers. docs/func.md says what composes and how each maps
+``stack_module_state`` are PyTorch's module helpers. docs/functional.md says what composes and how each maps
 to JAX.
 
 Imports ``_functional``, ``_vmap``, ``_tensor``; ``nn`` (functional_call) and ``ops`` at the call: the library
 layer. Loading it installs ``autograd.grad(..., is_grads_batched=True)`` and what ``autograd.functional``
-needs of the op library.
+needs of the op library, and loads ``_forward_ad`` (the door rule of ``autograd.forward_ad``).
 """
 from __future__ import annotations
 
@@ -359,7 +359,7 @@ def stack_module_state(models):
 
 
 def _install():
-    from . import _vmap, autograd, ops
+    from . import _forward_ad, _vmap, autograd, ops  # noqa: F401  (_forward_ad: forward_ad's rule in the door)
     from .autograd import functional as _af
     autograd._batched_grad = _vmap.batched_grad
     _af._stack = ops.stack

@@ -144,3 +144,98 @@ def _errors(L, ck):
 @pytest.mark.one_execution_mode
 def test_checkpoint_errors_as_torch():
     assert _errors(jg, jc) == _errors(torch, tc)
+
+
+def _contexts(L, ck):
+    """What context_fn's managers see: the forward runs under the first, the recomputation under the second."""
+    log = []
+
+    class Ctx:
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            log.append(f"enter {self.name}")
+
+        def __exit__(self, *exc):
+            log.append(f"exit {self.name}")
+
+    def f(x):
+        log.append("run")
+        return x.sin().sum()
+
+    x = L.tensor(X, requires_grad=True)
+    y = ck.checkpoint(f, x, use_reentrant=False, context_fn=lambda: (Ctx("fwd"), Ctx("recompute")))
+    log.append("backward")
+    y.backward()
+    with pytest.raises(ValueError) as e:
+        ck.checkpoint(f, x, use_reentrant=True, context_fn=lambda: (Ctx("a"), Ctx("b")))
+    log.append(str(e.value))
+    with pytest.raises(ValueError) as e:
+        ck.checkpoint(f, x, use_reentrant=False, determinism_check="strict")
+    log.append(str(e.value))
+    return log, x.grad.numpy()
+
+
+def _determinism(L, ck, check):
+    """A closed-over tensor saved by a mul is (1, 3) in the recomputation, (4, 3) in the forward: the same
+    values, broadcast."""
+    x = L.tensor(X, requires_grad=True)
+    runs = [0]
+
+    def f(a):
+        runs[0] += 1
+        w = L.tensor(W[:1]).expand(4, 3).clone() if runs[0] == 1 else L.tensor(W[:1])
+        return (a * w).sum()
+
+    ck.checkpoint(f, x, use_reentrant=False, determinism_check=check).backward()
+    return x.grad.numpy()
+
+
+@pytest.mark.one_execution_mode
+def test_context_fn_and_determinism_check_as_torch():
+    (mine, g1), (theirs, g2) = _contexts(jg, jc), _contexts(torch, tc)
+    assert mine == theirs
+    _close(g1, g2)
+    errors = []
+    for L, ck in ((jg, jc), (torch, tc)):
+        with pytest.raises(RuntimeError) as e:
+            _determinism(L, ck, "default")
+        errors.append((type(e.value).__name__, str(e.value).split("\n")))
+    assert errors[0][0] == errors[1][0] == "CheckpointError" and errors[0][1][0] == errors[1][1][0]
+    # which tensors an op saves, and in which order, is jgrad's choice (mul saves its inputs in order): w is 1
+    assert errors[0][1][1:3] == ["tensor at position 1:", "saved metadata: {'shape': (4, 3), 'dtype': "
+                                 "jgrad.float32, 'device': device(type='cpu', index=0)}"]
+    _close(_determinism(jg, jc, "none"), _determinism(torch, tc, "none"))
+
+
+@pytest.mark.one_execution_mode
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_recomputation_behind_an_optimization_barrier_in_auto_mode(reentrant):
+    """In "auto" mode the forward, the recomputation and the backward are one segment, and the recomputation's
+    inputs go through jax.lax.optimization_barrier in it (XLA's CSE would otherwise be free to merge the second
+    tanh into the first); results and gradients are the eager ones. (XLA's CPU compiler removes the barrier in
+    its cse_barrier_expander pass before CSE, so the CPU executable still merges them.)"""
+    from jgrad import _segment, _segment_run
+    import jax
+
+    eager = _grads(jg, jc, reentrant)
+    seen = []
+    with jg.execution_mode("auto"):
+        x, w = jg.tensor(X, requires_grad=True), jg.tensor(W, requires_grad=True)
+
+        def f(x, w, scale=1.0):
+            return (x @ w).tanh().sin() * x[:, :1] * scale
+
+        y = jc.checkpoint(f, x, w, 2.0, use_reentrant=True) if reentrant else \
+            jc.checkpoint(f, x, w, scale=2.0, use_reentrant=False)
+        (y * y).sum().backward()
+        seg = _segment._open.get(x._device)
+        assert seg is not None and seg.steps
+        run = _segment_run.runner(seg.steps, seg.n_buffers)
+        text = jax.jit(lambda *ins: run(ins)).lower(*[_segment_run.spec(a) for a in seg.inputs]).as_text()
+        seen.append((text.count("optimization_barrier"), text.count("call @TanhBackward0_forward(")))
+        auto = (x.grad.numpy(), w.grad.numpy())
+    assert seen[0][0] >= 1 and seen[0][1] == 2, seen
+    for a, b in zip(auto, eager[1:]):
+        _close(a, b)

@@ -18,9 +18,9 @@ pytest.importorskip("ipykernel")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
-# CI's budget: the capture and GPT notebooks (what they run is tested by tests/test_graphs.py and
-# tests/test_gpt_example.py in both execution modes) run with JGRAD_TEST_THOROUGH=1.
-THOROUGH_ONLY = {"03_capture.ipynb", "05_gpt.ipynb"}
+# CI's budget: the capture, GPT and functional notebooks (what they run is tested by tests/test_graphs.py,
+# tests/test_gpt_example.py, tests/test_func.py and tests/test_forward_ad.py) run with JGRAD_TEST_THOROUGH=1.
+THOROUGH_ONLY = {"03_capture.ipynb", "05_gpt.ipynb", "06_functional.ipynb"}
 THOROUGH = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 CELL_TIMEOUT = 120   # seconds per cell
 BUDGET = 60          # seconds per notebook (CI)

@@ -9,6 +9,7 @@ from .. import _factories
 from .._tensor import Tensor
 from . import graph  # noqa: F401
 from . import functional  # noqa: F401
+from . import forward_ad  # noqa: F401  (its dispatch rule is installed by jgrad._forward_ad)
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .engine import engine as _engine, set_grad_trimming
 from .function import Function, FunctionCtx, InplaceFunction, once_differentiable  # noqa: F401

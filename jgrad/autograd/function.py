@@ -127,12 +127,22 @@ class Function(metaclass=_FunctionMeta):
     vjp = backward
 
     @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it with "
+                                  "forward mode AD.")
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
         raise NotImplementedError("setup_context is not overridden")
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        ctx = FunctionCtx()
+        if forward_ad_hook is not None:  # a dual level is active: jgrad._forward_ad runs the jvp staticmethod
+            return forward_ad_hook(cls, args, kwargs)
+        return cls._apply(FunctionCtx(), args, kwargs)
+
+    @classmethod
+    def _apply(cls, ctx, args, kwargs):
         is_tensor = tuple(isinstance(a, Tensor) for a in args)
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._req for a in args)
         record = _state.grad_enabled and any(ctx.needs_input_grad)
@@ -207,6 +217,8 @@ class Function(metaclass=_FunctionMeta):
         return wrapped[0] if single else tuple(wrapped)
 
 
+# Installed by jgrad._forward_ad while a dual level is active: ``hook(cls, args, kwargs)`` applies the Function.
+forward_ad_hook = None
 # Installed by jgrad._views (views are written through ops, above autograd).
 _custom_output_view = None  # (out, src): out is a view made by a custom Function (of src, or already a view)
 _dirty_view = None          # (view, value): a view marked dirty takes value's history through its base

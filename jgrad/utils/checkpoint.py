@@ -13,22 +13,62 @@ them. There are two forms, as in PyTorch:
 
 With ``preserve_rng_state`` the recomputation sees the random state of the forward, so dropout draws the
 same mask. The state is the default generator of every device an input is on, plus the default device.
+``context_fn`` gives the two context managers the forward and the recomputation run under (non-reentrant
+only), and ``determinism_check="default"`` compares each recomputed tensor's shape, dtype and device with
+the forward's.
 
-Imports ``autograd``, ``random`` and ``_tensor``.
+In "auto" mode and in capture the forward and the recomputation may be recorded into one executable, where
+XLA would merge the recomputation's ops with the forward's (same ops, same arrays) and keep the activations
+alive: the recomputation's tensor inputs go through ``ops.barrier.optimization_barrier`` first.
+
+Imports ``autograd``, ``random``, ``_tensor``, ``_segment`` and ``streams`` (is a recording under way) and
+``ops.barrier``.
 """
 from __future__ import annotations
 
 import contextlib
 import warnings
 
-from .. import random as _random
+from .. import _segment, random as _random
 from .._tensor import Tensor
+from ..ops.barrier import optimization_barrier
+from ..streams import active_captures as _active_captures
 from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
-from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.grad_mode import enable_grad, is_grad_enabled as _grad_enabled, no_grad
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
+
+
+def noop_context_fn():
+    """The default ``context_fn``: two context managers that do nothing."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def _default_meta_extractor(x):
+    try:
+        dtype = x.dtype
+    except TypeError:  # a saved random key (uint32): no jgrad dtype, its array's
+        dtype = (x._data if x._data is not None else x._aval).dtype
+    return {"shape": tuple(x.shape), "dtype": dtype, "device": x.device}
+
+
+_METADATA_FNS = {"default": _default_meta_extractor, "none": lambda _: None}
+
+
+def _barrier(args):
+    """``args`` with their tensors through an optimization barrier when a recording ("auto" mode, capture) would
+    otherwise let XLA merge the recomputation into the forward; as they are in eager mode."""
+    if not (_segment.auto[0] or _active_captures):
+        return args
+    out = list(args)
+    for group in ([i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad],
+                  [i for i, a in enumerate(args) if isinstance(a, Tensor) and not a.requires_grad]):
+        if group:
+            for i, t in zip(group, optimization_barrier(*[args[i] for i in group])):
+                out[i] = t
+    return type(args)(out) if isinstance(args, tuple) else out
 
 
 def _rng_states(args):
@@ -76,7 +116,7 @@ class CheckpointFunction(Function):
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
         with _rng_restored(ctx.rng), enable_grad():
-            outputs = ctx.run_function(*inputs)
+            outputs = ctx.run_function(*_barrier(inputs))
         outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
         pairs = [(o, g) for o, g in zip(outputs, grads) if isinstance(o, Tensor) and o.requires_grad]
         if not pairs:
@@ -97,13 +137,16 @@ class _Recompute:
     """The non-reentrant checkpoint of one call: saved tensors become indices; the first unpack reruns the
     function and collects what it saves."""
 
-    def __init__(self, fn, args, kwargs, rng):
+    def __init__(self, fn, args, kwargs, rng, context, metadata_fn):
         self.fn, self.args, self.kwargs, self.rng = fn, args, kwargs, rng
+        self.context, self.metadata_fn = context, metadata_fn
         self.count = 0
+        self.meta = []
         self.values = None
 
     def pack(self, t):
         self.count += 1
+        self.meta.append(self.metadata_fn(t))
         return self.count - 1
 
     def unpack(self, i):
@@ -124,8 +167,8 @@ class _Recompute:
                                "recomputation finished.")
 
         try:
-            with _rng_restored(self.rng), enable_grad(), saved_tensors_hooks(keep, refuse):
-                self.fn(*self.args, **self.kwargs)
+            with _rng_restored(self.rng), enable_grad(), self.context, saved_tensors_hooks(keep, refuse):
+                self.fn(*_barrier(self.args), **self.kwargs)
         except _Done:
             pass
         if len(values) != self.count:
@@ -133,14 +176,27 @@ class _Recompute:
                 "torch.utils.checkpoint: A different number of tensors was saved during the original forward "
                 f"and recomputation.\nNumber of tensors saved during forward: {self.count}\n"
                 f"Number of tensors saved during recomputation: {len(values)}.")
+        self._check_metadata(values)
         return values
 
+    def _check_metadata(self, values):
+        bad = [(i, m, self.metadata_fn(v)) for i, (m, v) in enumerate(zip(self.meta, values))
+               if m != self.metadata_fn(v)]
+        if bad:
+            listed = "".join(f"tensor at position {i}:\nsaved metadata: {m}\nrecomputed metadata: {r}\n"
+                             for i, m, r in bad)
+            raise CheckpointError("torch.utils.checkpoint: Recomputed values for the following tensors have "
+                                  f"different metadata than during the forward pass.\n{listed}.\n")
 
-def checkpoint(function, *args, use_reentrant=None, **kwargs):
+
+def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, determinism_check="default",
+               **kwargs):
     """``function(*args, **kwargs)`` with its activations recomputed in backward instead of saved.
 
     ``use_reentrant`` should be passed (None warns and means True, as in PyTorch); ``preserve_rng_state=True``
-    replays the forward's random state in the recomputation. Keyword arguments for ``function`` need
+    replays the forward's random state in the recomputation. Keyword arguments for ``function``, ``context_fn``
+    (a callable returning the context managers of the forward and of the recomputation) and
+    ``determinism_check`` ("default": recomputed shapes, dtypes and devices must match; "none") need
     ``use_reentrant=False``."""
     if use_reentrant is None:
         warnings.warn(
@@ -153,11 +209,20 @@ def checkpoint(function, *args, use_reentrant=None, **kwargs):
     if use_reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if context_fn is not noop_context_fn:
+            raise ValueError("Passing `context_fn` or `debug` is only supported when use_reentrant=False.")
         if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
         return CheckpointFunction.apply(function, preserve, *args)
-    frame = _Recompute(function, args, kwargs, _rng_states(args) if preserve else None)
-    with saved_tensors_hooks(frame.pack, frame.unpack):
+    metadata_fn = _METADATA_FNS.get(determinism_check) if isinstance(determinism_check, str) else None
+    if metadata_fn is None:
+        raise ValueError(f"determinism_check should be one of {list(_METADATA_FNS)}, but got {determinism_check}")
+    forward_context, recompute_context = context_fn()
+    if not _grad_enabled():
+        return function(*args, **kwargs)  # nothing is saved: nothing to recompute (PyTorch runs it as it is)
+    frame = _Recompute(function, args, kwargs, _rng_states(args) if preserve else None, recompute_context,
+                       metadata_fn)
+    with saved_tensors_hooks(frame.pack, frame.unpack), forward_context:
         return function(*args, **kwargs)
 
 
