@@ -50,11 +50,12 @@ class DistributedDataParallel(Module):
     backward.
     """
 
-    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, init_sync=True,
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None, init_sync=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
                  gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
                  param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None,
-                 skip_all_reduce_unused_params=False):
+                 skip_all_reduce_unused_params=False, bucket_cap_mb_list=None, batched_grad_copy=False,
+                 forward_sync_buffers=None):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a jgrad.nn.Module, got {type(module).__name__}")
@@ -76,12 +77,15 @@ class DistributedDataParallel(Module):
         self.module = module
         self.device_mesh = device_mesh
         self.dim = dim
-        self.broadcast_buffers = broadcast_buffers
+        # torch 2.13: broadcast_buffers (deprecated, default None meaning True) and forward_sync_buffers, which wins
+        self.broadcast_buffers = True if broadcast_buffers is None else broadcast_buffers
+        self.forward_sync_buffers = self.broadcast_buffers if forward_sync_buffers is None else forward_sync_buffers
+        self.batched_grad_copy = batched_grad_copy
         self.find_unused_parameters = find_unused_parameters
         self.static_graph = static_graph
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.require_backward_grad_sync = True
-        self.require_forward_param_sync = broadcast_buffers
+        self.require_forward_param_sync = self.forward_sync_buffers
         src = 0 if init_sync else None
         replicate = [Replicate()]
         for p in module.parameters():
