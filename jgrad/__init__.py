@@ -47,7 +47,7 @@ from . import distributions, fft, special  # noqa: E402  (torch.distributions', 
 from . import amp  # noqa: E402  (torch.amp: autocast regions and GradScaler)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .amp import legacy as _amp_legacy  # noqa: E402,F401  (jgrad.cuda.amp: the deprecated spellings)
-from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are dense-backed: ops.sparse_coo)
+from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are BCOO's parts: ops.sparse_coo)
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
 from . import compiler  # noqa: E402  (jg.compile: torch.compile's contract on capture)
 from .compiler import compile  # noqa: E402,A004

@@ -637,7 +637,7 @@ NOT_OPS = ["from_jax", "get_float32_matmul_precision", "set_float32_matmul_preci
            *["Tensor.is_" + k for k in "cpu meta mkldnn mps nested quantized sparse sparse_csr xpu".split()],
            # in-place aliases of transpose_ (one function: Tensor.transpose_'s tests hold for them)
            "Tensor.swapaxes_", "Tensor.swapdims_"]
-# COO sparse tensors (dense-backed; PyTorch's results are sparse, which the sweep does not compare): checked in
+# COO sparse tensors (BCOO-backed; their results are sparse, which the sweep does not compare): checked in
 # tests/test_nn_surface_sparse.py.
 NOT_OPS += ["sparse_coo_tensor", "layout", "Tensor.to_sparse", "Tensor.to_dense", "Tensor.layout"]
 
