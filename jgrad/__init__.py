@@ -36,6 +36,8 @@ from .serialization import load, save  # noqa: E402
 from . import utils  # noqa: E402
 from ._dlpack import from_dlpack  # noqa: E402  (DLPack: the protocol of jgrad tensors; interop/ adapts libraries)
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (torch.accelerator/backends/cuda/onnx)
+from ._format import set_printoptions  # noqa: E402,F401  (torch.set_printoptions)
+from . import testing  # noqa: E402,F401  (torch.testing.assert_close)
 from .backends import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402,F401
                        is_deterministic_algorithms_warn_only_enabled, set_deterministic_debug_mode,
                        use_deterministic_algorithms)

@@ -169,9 +169,11 @@ class SparseCooTensor(Tensor):
 
     @property
     def _bcoo(self):
-        """This tensor as a ``jax.experimental.sparse.BCOO`` (its values and indices arrays, no copy)."""
-        with _dtype.x64_scope():  # int64 indices, as in jgrad's kernels
-            return jsparse.BCOO((self._sp_values._value, self._sp_idx_t._value.T), shape=tuple(self.shape))
+        """This tensor as a ``jax.experimental.sparse.BCOO``: its values array, and its indices in JAX's default
+        integer type (int32 unless JAX's x64 mode is on), so that the BCOO works in the caller's JAX."""
+        idx = jnp.asarray(self._sp_idx.T, dtype=jax.dtypes.canonicalize_dtype(jnp.int64))
+        return jsparse.BCOO((self._sp_values._value, jax.device_put(idx, self._sp_values._value.device)),
+                            shape=tuple(self.shape))
 
     def coalesce(self):
         """Sorted, unique indices; the values of repeated indices summed (differentiable)."""

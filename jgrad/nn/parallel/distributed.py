@@ -174,6 +174,7 @@ def _plain_join(mesh, dim, owners):
         place = [Shard(dim)] if sharded else [Replicate()]
         return DTensor.from_local(t.detach(), mesh, place)
 
+    join.alive = lambda: bool(owners)  # while true, the mesh's tensors also print plain (distributed.tensor._repr)
     return join
 
 
