@@ -109,6 +109,17 @@ def test_sparse_storage_is_a_bcoo_and_prints_as_pytorchs():
         assert repr(ours) == repr(theirs).replace("torch.", "jgrad.")
     with pytest.raises(RuntimeError, match="size is inconsistent with indices"):
         jg.sparse_coo_tensor([[0, 3]], [1.0, 2.0], (3,))
+    for name in ("coalesce", "indices", "values", "_nnz", "is_coalesced", "_indices", "sparse_dim", "dense_dim"):
+        ours, theirs = _outcome_of(lambda: getattr(jg.ones(2, 3), name)()), \
+            _outcome_of(lambda: getattr(torch.ones(2, 3), name)())  # a strided tensor's answers
+        assert ours == theirs, name
+
+
+def _outcome_of(fn):
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)[:70]
 
 
 _OPS = {

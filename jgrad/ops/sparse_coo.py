@@ -375,6 +375,33 @@ def to_dense(self, dtype=None, *, masked_grad=None):
 tensor_method("layout")(property(lambda self: strided))
 
 
+def _strided_refusal(name, expected="sparse coordinate tensor"):
+    def method(self):
+        raise RuntimeError(f"{name} expected {expected} layout but got Strided")
+    method.__name__ = name
+    return method
+
+
+def _strided_missing(name):
+    def method(self):
+        backend = "CUDA" if self.device.type == "gpu" else "CPU"
+        raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the '{backend}' backend. This "
+                                  f"could be because the operator doesn't exist for this backend, or was omitted "
+                                  f"during the selective/custom build process (if using custom build).")
+    method.__name__ = name
+    return method
+
+
+# A strided tensor answers the COO accessors as PyTorch's does: sparse_dim 0, every dim dense, the rest refused
+for _name in ("coalesce", "indices", "is_coalesced"):
+    tensor_method(_name)(_strided_refusal(_name))
+tensor_method("values")(_strided_refusal("values", "sparse tensor"))
+for _name in ("_nnz", "_indices", "_values"):
+    tensor_method(_name)(_strided_missing(_name))
+tensor_method("sparse_dim")(lambda self: 0)
+tensor_method("dense_dim")(lambda self: self.ndim)
+
+
 def _add_suffixes(text, suffixes, indent):
     """torch._tensor_str._add_suffixes with force_newline (a sparse tensor's first suffix on a new line)."""
     parts, last, force = [text], len(text) - text.rfind("\n") + 1, True
