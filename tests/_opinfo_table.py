@@ -623,6 +623,7 @@ TESTED_ELSEWHERE = {
     **{n: "tests/_view_scenarios.py" for n in _VIEWS},
     **{n: "tests/test_ops_shape.py" for n in ("unflatten", "Tensor.unflatten", "broadcast_to")},
     "swapaxes": "tests/test_views.py", "Tensor.swapaxes": "tests/test_views.py",
+    **{n: "tests/test_stft.py" for n in ("stft", "istft", "Tensor.stft", "Tensor.istft")},
     **{n: "tests/test_linalg.py" for n in _LINALG + ["Tensor." + n for n in _LINALG if n != "cholesky_solve"]
        + ["Tensor.cholesky_solve"]},
     **{n: "tests/test_special_stats.py" for n in _STATS + ["Tensor." + n for n in _STATS]},
