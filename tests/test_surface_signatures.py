@@ -15,6 +15,7 @@ import jgrad as jg  # noqa: E402
 
 NAMES = """
 cuda.is_available cuda.device_count cuda.current_device cuda.synchronize cuda.memory_stats cuda.manual_seed_all
+cuda.graph
 linalg.norm linalg.vector_norm linalg.matrix_norm linalg.svd linalg.inv linalg.solve linalg.cholesky linalg.eigh
 linalg.qr linalg.det linalg.slogdet linalg.pinv linalg.lstsq fft.fft fft.rfft fft.irfft fft.fftn fft.rfftfreq
 fft.fftshift special.erfinv special.polygamma special.logit special.xlog1py special.zeta
