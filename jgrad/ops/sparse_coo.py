@@ -216,7 +216,15 @@ class SparseCooTensor(Tensor):
         raise RuntimeError("unsupported memory format option Contiguous")
 
     def __getitem__(self, index):
-        raise NotImplementedError(_not_implemented("index", self))
+        """``s[i]`` with an int ``i`` selects along the first sparse dim (sparse while sparse dims remain)."""
+        if not isinstance(index, int) or isinstance(index, bool) or self.sparse_dim() < 2:
+            raise NotImplementedError(_not_implemented("index", self))
+        n = self.shape[0]
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {n}")
+        keep = np.nonzero(self._sp_idx[0] == index % n)[0]
+        vals = self._sp_values[tensor(keep, device=self._sp_values.device)]
+        return _from_parts(vals, self._sp_idx[1:, keep], self.shape[1:], self._sp_coalesced)
 
     def __setitem__(self, index, value):
         raise NotImplementedError(_not_implemented("index_put_", self))
@@ -364,6 +372,12 @@ def to_sparse(self, layout=None, blocksize=None, dense_dim=None, *, sparse_dim=N
     idx = np.stack(np.nonzero(nz)).astype(np.int64).reshape(sdim, -1)
     idx_t = tensor(idx, device=self.device)
     return _from_parts(call(_GATHER, self, idx_t), idx, self.shape, True, idx_t)
+
+
+@tensor_method()
+def to_sparse_coo(self):
+    """``to_sparse()`` with the COO layout named."""
+    return to_sparse(self)
 
 
 @tensor_method()
