@@ -203,21 +203,42 @@ def _on_values(op, args, attrs, first):
     if sum(isinstance(a, SparseCooTensor) for a in args) != 1 or any(
             isinstance(a, Tensor) and not isinstance(a, SparseCooTensor) and a.ndim > 0 for a in args):
         return None
-    kernel = op._kernels.get(tuple(attrs.items())) or op.kernel(tuple(attrs.items()), attrs)
-    probe = [jnp.zeros((), first.dtype.np) if a is first else (a._value if isinstance(a, Tensor) else a)
-             for a in args]
-    try:
-        with _x64():
-            at_zero = kernel(*probe)
-    except Exception:  # noqa: BLE001  (an op that needs dims a 0-d zero lacks: not elementwise)
-        return None
-    if isinstance(at_zero, tuple) or at_zero.shape != () or at_zero.dtype == jnp.bool_ or bool(at_zero != 0):
+    if not _keeps_zero(op, args, attrs, first):
         return None
     vals = call(op, *(first._sp_values if a is first else a for a in args), **attrs)
     if tuple(vals.shape) != tuple(first._sp_values.shape):
         return None
     same = vals._device is first._sp_values._device
     return _from_parts(vals, first._sp_idx, first.shape, first._sp_coalesced, first._sp_idx_t if same else None)
+
+
+_KEEPS_ZERO: dict = {}  # (op, attrs, dtype, the other arguments) -> bool, when those are Python scalars
+
+
+def _keeps_zero(op, args, attrs, first):
+    """Whether ``op`` maps a zero of ``first``'s dtype to zero (run on a 0-d zero; a host read, cached)."""
+    key = tuple(attrs.items())
+    others = tuple((type(a), a) for a in args if a is not first)
+    cache_key = (op, key, first.dtype, others) if not any(isinstance(a, Tensor) for _, a in others) else None
+    try:
+        known = _KEEPS_ZERO.get(cache_key) if cache_key is not None else None
+    except TypeError:  # an unhashable argument: decided afresh each time
+        known = cache_key = None
+    if known is not None:
+        return known
+    kernel = op._kernels.get(key) or op.kernel(key, attrs)
+    probe = [jnp.zeros((), first.dtype.np) if a is first else (a._value if isinstance(a, Tensor) else a)
+             for a in args]
+    try:
+        with _x64():
+            at_zero = kernel(*probe)
+        keeps = not (isinstance(at_zero, tuple) or at_zero.shape != () or at_zero.dtype == jnp.bool_
+                     or bool(at_zero != 0))
+    except Exception:  # noqa: BLE001  (an op that needs dims a 0-d zero lacks: not elementwise)
+        keeps = False
+    if cache_key is not None:
+        _KEEPS_ZERO[cache_key] = keeps
+    return keeps
 
 
 def _inplace(op, args, attrs, target, first):
