@@ -128,6 +128,7 @@ _OPS = {
     "unsqueeze": lambda s, d, m: s.unsqueeze(0), "mul_": lambda s, d, m: s.clone().mul_(3),
     "sum": lambda s, d, m: s.sum(), "sum1": lambda s, d, m: s.sum(1), "matvec": lambda s, d, m: s @ m[:, 0],
     "select": lambda s, d, m: s[1], "to_sparse_coo": lambda s, d, m: d.to_sparse_coo(),
+    "vecmat": lambda s, d, m: d[:, 0] @ s,
     # refused, as PyTorch refuses them
     "exp": lambda s, d, m: s.exp(), "view": lambda s, d, m: s.view(6), "flatten": lambda s, d, m: s.flatten(),
     "add_dense": lambda s, d, m: s + d, "softmax": lambda s, d, m: s.softmax(1), "numpy": lambda s, d, m: s.numpy(),

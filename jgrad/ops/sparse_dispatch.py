@@ -69,9 +69,13 @@ def _dense_sp_bwd(ctx, g):
     """d(D @ S): to D, g @ S^T; to the values, (D^T @ g) at the indices."""
     d, v, i = ctx.saved
     need_d, need_v, _ = ctx.needs_input_grad
-    gd = jsparse.bcoo_dot_general(g, _bcoo(v, i, ctx.attrs["shape"]), dimension_numbers=(([1], [1]), ([], [])),
+    gd = jsparse.bcoo_dot_general(g, _bcoo(v, i, ctx.attrs["shape"]),
+                                  dimension_numbers=(([g.ndim - 1], [1]), ([], [])),
                                   precision=jax.lax.Precision.HIGHEST) if need_d else None
-    gv = (d[:, i[0]] * g[:, i[1]]).sum(0) if need_v else None
+    gv = None
+    if need_v:
+        gv = d[..., i[0]] * g[..., i[1]]
+        gv = gv.sum(0) if d.ndim == 2 else gv
     return gd, gv, None
 
 
@@ -121,7 +125,7 @@ def _matmul(op, args):
     if sa and not sb and a.ndim == 2 and a.dense_dim() == 0 and b.ndim in (1, 2) and op is not LINEAR_NOBIAS:
         return call(_SP_DENSE["MvBackward0" if b.ndim == 1 else "MmBackward0"], a._sp_values, a._sp_idx_t, b,
                     shape=tuple(a.shape))
-    if sb and not sa and b.ndim == 2 and b.dense_dim() == 0 and a.ndim == 2 and op is not LINEAR_NOBIAS:
+    if sb and not sa and b.ndim == 2 and b.dense_dim() == 0 and a.ndim in (1, 2) and op is not LINEAR_NOBIAS:
         return call(_DENSE_SP, a, b._sp_values, b._sp_idx_t, shape=tuple(b.shape))
     raise NotImplementedError(_not_implemented(_aten(op), a if sa else b))
 
