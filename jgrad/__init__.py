@@ -36,6 +36,11 @@ from .serialization import load, save  # noqa: E402
 from . import utils  # noqa: E402
 from ._dlpack import from_dlpack  # noqa: E402  (DLPack: the protocol of jgrad tensors; interop/ adapts libraries)
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (torch.accelerator/backends/cuda/onnx)
+from ._format import set_printoptions  # noqa: E402,F401  (torch.set_printoptions)
+from . import testing  # noqa: E402,F401  (torch.testing.assert_close)
+from .backends import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402,F401
+                       is_deterministic_algorithms_warn_only_enabled, set_deterministic_debug_mode,
+                       use_deterministic_algorithms)
 from ._export import export_stablehlo  # noqa: E402  (jgrad's export: StableHLO through jax.export)
 
 import importlib as _importlib  # noqa: E402
@@ -44,7 +49,7 @@ from . import distributions, fft, special  # noqa: E402  (torch.distributions', 
 from . import amp  # noqa: E402  (torch.amp: autocast regions and GradScaler)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .amp import legacy as _amp_legacy  # noqa: E402,F401  (jgrad.cuda.amp: the deprecated spellings)
-from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are dense-backed: ops.sparse_coo)
+from . import sparse  # noqa: E402  (torch.sparse's mm and sum; COO tensors are BCOO's parts: ops.sparse_coo)
 from ._dtype import cdouble, cfloat, finfo, iinfo  # noqa: E402
 from . import compiler  # noqa: E402  (jg.compile: torch.compile's contract on capture)
 from .compiler import compile  # noqa: E402,A004

@@ -531,6 +531,9 @@ def _call(op, args, key, attrs, inplace, device=None):
         if isinstance(a, Tensor):
             data = a._data
             if data is None:
+                sparse = getattr(a, "_sparse_call", None)  # a COO tensor has no dense storage: jgrad.ops.sparse_coo
+                if sparse is not None:
+                    return sparse(op, args, attrs, inplace)
                 data = a._stale_data()  # a view a write made stale (its history may change too), or an error
             d = a._device
             if dev is None:
@@ -612,6 +615,8 @@ class _Later:
 def call_later(op, src, args, attrs, avals):
     """Tensors for ``op(src, *args)`` (outputs of ``avals``) that are recorded but not run: their values come
     later, when first read (views: ``jgrad._views``). Their node, when grad mode records one, is made now."""
+    if src._data is None and getattr(src, "_sparse_call", None) is not None:
+        src._sparse_call(op, None, attrs, None)  # a view of a sparse COO tensor: PyTorch's error (ops.sparse_coo)
     dev = src._device
     stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     if src._req and _state.grad_enabled:

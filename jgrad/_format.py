@@ -13,8 +13,28 @@ import numpy as np
 from . import _dtype
 
 
-# PyTorch's default print options (torch._tensor_str.PRINT_OPTS)
-PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
+# PyTorch's print options (torch._tensor_str.PRINT_OPTS): its defaults; set_printoptions changes them
+PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE = 4, 1000, 3, 80, None
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, math.inf, 3, 80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """``torch.set_printoptions``: a ``profile`` ("default", "short", "full"), then the options given; ``sci_mode``
+    is always set (None: chosen per tensor)."""
+    global PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
+    if profile in _PROFILES:
+        PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = _PROFILES[profile]
+    PRECISION = PRECISION if precision is None else precision
+    THRESHOLD = THRESHOLD if threshold is None else threshold
+    EDGEITEMS = EDGEITEMS if edgeitems is None else edgeitems
+    LINEWIDTH = LINEWIDTH if linewidth is None else linewidth
+    SCI_MODE = sci_mode
+
+
+def get_printoptions() -> dict:
+    """``torch._tensor_str.get_printoptions``: the options as ``set_printoptions`` keywords."""
+    return {"precision": PRECISION, "threshold": THRESHOLD, "edgeitems": EDGEITEMS, "linewidth": LINEWIDTH,
+            "sci_mode": SCI_MODE}
 
 
 class _Formatter:
@@ -32,7 +52,7 @@ class _Formatter:
         mags = np.abs(vals)
         lo, hi = float(mags.min()), float(mags.max())
         self.int_mode = bool(np.all(vals == np.ceil(vals)))
-        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        self.sci_mode = (hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4) if SCI_MODE is None else SCI_MODE
         if self.sci_mode:
             widths = [len(f"{v:.{PRECISION}e}") for v in vals.tolist()]
         elif self.int_mode:

@@ -83,13 +83,14 @@ class Graph:
             "captured" if self._plan is not None else "empty")
         return f"<jgrad.Graph {self._id} {state}>"
 
-    def capture_begin(self, pool=None) -> None:
+    def capture_begin(self, pool=None, capture_error_mode="global", check_input_liveness=False) -> None:
         """Begin capturing the work of the current stream (use ``jg.graph``, which picks a side stream).
 
         The stream is the current stream of the default device or, when that one is the
         default stream, the one non-default current stream of another device (so
         ``with jg.stream(jg.Stream("gpu:0")): g.capture_begin()`` captures on the GPU).
         """
+        _check_capture_error_mode(capture_error_mode)
         _segment.flush_all()  # a capture beginning is a barrier of tiered execution
         s = _capturing_stream()
         if self._plan is not None or (self._cap is not None and self._cap.active):
@@ -340,6 +341,13 @@ def _capture_device():
     return dev
 
 
+def _check_capture_error_mode(mode):
+    """PyTorch's modes of CUDA stream capture (which calls are unsafe during one): accepted, nothing to set."""
+    if mode not in ("default", "global", "thread_local", "relaxed"):
+        raise ValueError(f"capture_error_mode must be one of 'default', 'global', 'thread_local' or 'relaxed', got "
+                         f"{mode!r}")
+
+
 class graph:
     """Capture the work of the block into ``g`` on a side stream (``torch.cuda.graph``).
 
@@ -352,9 +360,12 @@ class graph:
 
     _default_capture_streams: dict = {}
 
-    def __init__(self, g: Graph, pool=None, stream: Stream | None = None):
+    def __init__(self, cuda_graph: Graph, pool=None, stream: Stream | None = None, capture_error_mode: str = "global",
+                 enable_annotations: bool = False, check_input_liveness: bool = False):
+        g = cuda_graph  # PyTorch's parameter name
         if not isinstance(g, Graph):
             raise TypeError(f"jg.graph() expects a jg.Graph, got {type(g).__name__}")
+        _check_capture_error_mode(capture_error_mode)  # CUDA's stream-capture mode: nothing to relax in XLA
         self.g, self.pool, self.capture_stream = g, pool, stream
 
     def __enter__(self):

@@ -492,7 +492,7 @@ def _describe(e):
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
-def load(f, map_location=None, weights_only=None, **kwargs):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **kwargs):
     """Load what ``jg.save`` (or, with PyTorch installed, ``torch.save``) wrote to the path or file ``f``.
 
     ``map_location``: a device (``"cpu"``, ``jg.device(...)``) or a dict from saved to target device
@@ -501,9 +501,12 @@ def load(f, map_location=None, weights_only=None, **kwargs):
     unpickles anything (only for files you trust). PyTorch checkpoints load through ``torch.load``.
     """
     _check_map_location(map_location)
+    if pickle_module is not None and pickle_module is not pickle:
+        raise ValueError("jg.load: only the standard pickle module is supported (pickle_module=pickle).")
+    # mmap: the file is read once either way (jgrad's arrays live on the device, not in a mapped file)
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
-            return load(fh, map_location, weights_only, **kwargs)
+            return load(fh, map_location, pickle_module, weights_only=weights_only, mmap=mmap, **kwargs)
     data = f.read()
     if not data:
         raise RuntimeError("the checkpoint file is damaged: it is empty")

@@ -73,17 +73,22 @@ def main():
         opt = jg.optim.Adam(model.parameters(), lr=0.02)
         losses = []
         for xb, yb in batches:
-            if model is ddp:
+            if model is ddp:  # as a PyTorch rank: its own part of the batch and of the targets, plain tensors
                 x, y = jg.tensor(xb[8 * rank:8 * rank + 8]), jg.tensor(yb[8 * rank:8 * rank + 8])
-                y = DTensor.from_local(y, mesh, [Shard(0)])
             else:
                 x, y = jg.tensor(xb), jg.tensor(yb)
-            loss = nn.functional.mse_loss(model(x), y)
+            pred = model(x)
+            if model is ddp:
+                out_info = [type(pred._device).__name__, list(pred.shape), repr(pred)[:7]]
+            loss = nn.functional.mse_loss(pred, y)
             opt.zero_grad()
             loss.backward()
+            if len(losses) == 0:  # the first step's gradients (Adam's update would hide a scale)
+                out[name + "_grads0"] = [(p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).numpy()
+                                         .ravel().tolist() for p in model.parameters()]
             opt.step()
             losses.append(loss.item())
-        out[name + "_losses"] = losses
+        out[name + "_losses"] = losses if model is ref else [losses, out_info]
         out[name + "_params"] = [(p.detach().full_tensor() if isinstance(p, DTensor) else p.detach()).numpy()
                                  .ravel().tolist() for p in model.parameters()]
     out["ddp_placements"] = sorted({str(p.placements) for p in ddp.parameters()})

@@ -634,6 +634,7 @@ TESTED_ELSEWHERE = {
     **{n: "tests/_view_scenarios.py" for n in _VIEWS},
     **{n: "tests/test_ops_shape.py" for n in ("unflatten", "Tensor.unflatten", "broadcast_to")},
     "swapaxes": "tests/test_views.py", "Tensor.swapaxes": "tests/test_views.py",
+    **{n: "tests/test_stft.py" for n in ("stft", "istft", "Tensor.stft", "Tensor.istft")},
     **{n: "tests/test_linalg.py" for n in _LINALG + ["Tensor." + n for n in _LINALG if n != "cholesky_solve"]
        + ["Tensor.cholesky_solve"]},
     **{n: "tests/test_special_stats.py" for n in _STATS + ["Tensor." + n for n in _STATS]},
@@ -648,9 +649,11 @@ NOT_OPS = ["from_jax", "get_float32_matmul_precision", "set_float32_matmul_preci
            *["Tensor.is_" + k for k in "cpu meta mkldnn mps nested quantized sparse sparse_csr xpu".split()],
            # in-place aliases of transpose_ (one function: Tensor.transpose_'s tests hold for them)
            "Tensor.swapaxes_", "Tensor.swapdims_"]
-# COO sparse tensors (dense-backed; PyTorch's results are sparse, which the sweep does not compare): checked in
+# COO sparse tensors (BCOO-backed; their results are sparse, which the sweep does not compare): checked in
 # tests/test_nn_surface_sparse.py.
-NOT_OPS += ["sparse_coo_tensor", "layout", "Tensor.to_sparse", "Tensor.to_dense", "Tensor.layout"]
+NOT_OPS += ["sparse_coo_tensor", "layout", "Tensor.to_sparse", "Tensor.to_dense", "Tensor.layout", "Tensor.coalesce",
+            "Tensor.indices", "Tensor.values", "Tensor.is_coalesced", "Tensor.sparse_dim", "Tensor.dense_dim",
+            "Tensor.to_sparse_coo"]
 
 # Differences from PyTorch that stay, each a deliberate choice listed in docs/differences.md:
 # (entry name, regex over the case's repr, reason).

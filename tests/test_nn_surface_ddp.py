@@ -27,14 +27,18 @@ def test_ddp_with_plain_targets_equals_single_device():
     labels = jg.tensor(rng.integers(0, 3, 16))
     weight = jg.tensor([1.0, 2.0, 3.0])  # a constant: replicated
     ref, ddp = _mlp(), DDP(_mlp(), device_mesh=mesh)
-    losses = []
+    losses, seen = [], []
     for model in (ref, ddp):
         out = model(x)
         loss = nn.functional.mse_loss(out, y) + nn.functional.cross_entropy(out, labels, weight=weight) \
             + ((out - y) ** 2 * weight).mean()
         loss.backward()
         losses.append(loss.item())
+        pred = out.argmax(dim=1, keepdim=True)  # the accuracy idiom of PyTorch's examples
+        seen.append((pred.eq(labels.view_as(pred)).sum().item(), repr(out), out.device, tuple(out.shape)))
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-6)
+    assert seen[1] == seen[0]  # a plain-looking output: it prints as the single-device one
+    assert repr(loss).startswith("tensor(") and isinstance(out, DTensor)
     for p, q in zip(ref.parameters(), ddp.parameters()):
         assert isinstance(q.grad, DTensor) and q.grad.placements == (Replicate(),)
         np.testing.assert_allclose(q.grad.full_tensor().numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-7)
@@ -45,3 +49,4 @@ def test_ddp_with_plain_targets_equals_single_device():
     gc.collect()
     with pytest.raises(RuntimeError, match="got mixed torch.Tensor and DTensor"):
         out - y  # no DDP over the mesh any more: PyTorch's DTensor rule again
+    assert repr(out).startswith("DTensor(local_tensor=tensor(")

@@ -54,7 +54,8 @@ from .linalg_methods import *  # noqa: F401,F403,E402
 from .special_ops import *  # noqa: F401,F403,E402
 from .statistics import *  # noqa: F401,F403,E402
 
-from . import sparse_coo  # noqa: E402,F401  (issue 30: COO tensors, dense-backed)
+from . import sparse_coo  # noqa: E402,F401  (issue 30: COO tensors on BCOO; their ops: sparse_dispatch)
 from .sparse_coo import layout, sparse_coo, sparse_coo_tensor, strided  # noqa: E402,F401
+from .stft import istft, stft  # noqa: E402,F401  (issue 30: torch.stft / istft on jnp.fft)
 
 from . import inplace  # noqa: F401,E402  (last: in-place variants of the methods that exist by now)

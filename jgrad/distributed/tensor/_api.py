@@ -26,7 +26,7 @@ import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from ... import _dtype
-from ..._device import MeshDevice
+from ..._device import PLAIN_JOINS, MeshDevice
 from ..._tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
@@ -401,6 +401,12 @@ Tensor.redistribute = redistribute
 
 
 def _repr(t, body):
-    """``DTensor(local_tensor=..., device_mesh=..., placements=...)`` (the local tensor is the process's part)."""
+    """``DTensor(local_tensor=..., device_mesh=..., placements=...)`` (the local tensor is the process's part).
+
+    On the mesh of a live DistributedDataParallel a tensor prints plain, as a PyTorch DDP program's outputs
+    and losses do (they are plain tensors there): ``tensor(1.1383, grad_fn=<NllLossBackward0>)``."""
     md = t._device
+    join = PLAIN_JOINS.get(md)
+    if join is not None and join.alive():
+        return body
     return f"DTensor(local_tensor={body}, device_mesh={md.device_mesh}, placements={_placements(t)})"

@@ -38,9 +38,10 @@ class DistributedDataParallel(Module):
     ``module``'s parameters and buffers become replicated DTensors in place (the same Parameter
     objects: an optimizer made before or after works unchanged). ``forward`` shards every plain tensor
     argument on dimension ``dim`` over the mesh (``DTensor.from_local``: each process passes its own
-    part of the batch; in a one-process run, the whole batch) and returns the module's output, a
-    DTensor. A plain target meets it as in PyTorch (``mse_loss(ddp_model(x), y)``): a plain tensor shaped
-    like this process's part of the output joins sharded like the batch, any other plain tensor replicated
+    part of the batch; in a one-process run, the whole batch) and returns the module's output: a DTensor
+    in a one-process run; with several processes this process's part of it, a plain tensor (``_local``).
+    A plain target meets it as in PyTorch (``mse_loss(ddp_model(x), y)``): a plain tensor shaped like this
+    process's part of the output joins sharded like the batch, any other plain tensor replicated
     (``_plain_join``).
 
     Without ``device_mesh`` (and ``process_group``) the mesh spans every device of the parameters'
@@ -50,11 +51,12 @@ class DistributedDataParallel(Module):
     backward.
     """
 
-    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, init_sync=True,
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None, init_sync=True,
                  process_group=None, bucket_cap_mb=None, find_unused_parameters=False, check_reduction=False,
                  gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
                  param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None,
-                 skip_all_reduce_unused_params=False):
+                 skip_all_reduce_unused_params=False, bucket_cap_mb_list=None, batched_grad_copy=False,
+                 forward_sync_buffers=None):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a jgrad.nn.Module, got {type(module).__name__}")
@@ -76,12 +78,15 @@ class DistributedDataParallel(Module):
         self.module = module
         self.device_mesh = device_mesh
         self.dim = dim
-        self.broadcast_buffers = broadcast_buffers
+        # torch 2.13: broadcast_buffers (deprecated, default None meaning True) and forward_sync_buffers, which wins
+        self.broadcast_buffers = True if broadcast_buffers is None else broadcast_buffers
+        self.forward_sync_buffers = self.broadcast_buffers if forward_sync_buffers is None else forward_sync_buffers
+        self.batched_grad_copy = batched_grad_copy
         self.find_unused_parameters = find_unused_parameters
         self.static_graph = static_graph
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.require_backward_grad_sync = True
-        self.require_forward_param_sync = broadcast_buffers
+        self.require_forward_param_sync = self.forward_sync_buffers
         src = 0 if init_sync else None
         replicate = [Replicate()]
         for p in module.parameters():
@@ -93,9 +98,32 @@ class DistributedDataParallel(Module):
         PLAIN_JOINS[device_mesh._device] = _plain_join(device_mesh, dim, owners)
 
     def forward(self, *inputs, **kwargs):
-        """Shard the tensor arguments on ``dim`` over the mesh, then run the module."""
+        """Shard the tensor arguments on ``dim`` over the mesh, then run the module. With several processes, an
+        output sharded on ``dim`` comes back as this process's part, a plain tensor (``_local``)."""
         inputs, kwargs = self._shard(inputs), self._shard(kwargs)
-        return self.module(*inputs, **kwargs)
+        out = self.module(*inputs, **kwargs)
+        processes = self.device_mesh.size() // max(1, len(self.device_mesh._jax_mesh.local_devices))
+        return out if processes == 1 else self._local(out, processes)
+
+    def _local(self, obj, processes):
+        """PyTorch's DDP hands each rank its own output: a tensor sharded on ``dim`` becomes this process's part
+        (``to_local``, differentiable), so the rank's plain target and loss meet it as in PyTorch. Each rank's
+        backward then feeds its part of the global gradient, and the parameters' gradient is the sum of the
+        ranks' loss gradients; the hook divides by the number of processes, PyTorch's average."""
+        if isinstance(obj, Tensor):
+            if type(obj._device) is not MeshDevice or obj.placements != (Shard(self.dim),):
+                return obj
+            local = obj.to_local()
+            if local.requires_grad:
+                local.register_hook(lambda g: g / processes)
+            return local
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return type(obj)(*(self._local(o, processes) for o in obj))
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self._local(o, processes) for o in obj)
+        if isinstance(obj, dict):
+            return type(obj)((k, self._local(v, processes)) for k, v in obj.items())
+        return obj
 
     def _shard(self, obj):
         if isinstance(obj, Tensor):
@@ -155,11 +183,8 @@ def _plain_join(mesh, dim, owners):
     it meets each rank's part of the output: a tensor whose size on ``dim`` is this process's part of a mesh
     operand's (a target, class labels) is that part, sharded on ``dim`` like the batch; any other is a
     constant every rank holds, replicated. One that requires grad is refused (PyTorch's mixing error: its
-    gradient would be a DTensor), and so is every plain tensor once no DDP over the mesh lives.
-
-    With one process per device, ops that compare shapes before they run (``mse_loss``'s target check) see
-    the output's global shape and the target's local one and refuse them: distribute such a target by hand
-    (``DTensor.from_local(y, mesh, [Shard(0)])``)."""
+    gradient would be a DTensor), and so is every plain tensor once no DDP over the mesh lives. (With several
+    processes the output itself comes back local: ``DistributedDataParallel._local``.)"""
     per_process = mesh.size() // max(1, len(mesh._jax_mesh.local_devices))
 
     def join(t, args):
@@ -170,6 +195,7 @@ def _plain_join(mesh, dim, owners):
         place = [Shard(dim)] if sharded else [Replicate()]
         return DTensor.from_local(t.detach(), mesh, place)
 
+    join.alive = lambda: bool(owners)  # while true, the mesh's tensors also print plain (distributed.tensor._repr)
     return join
 
 
