@@ -35,9 +35,10 @@ import weakref
 
 import jax
 
-from . import _compiled, _dtype, _format
-from ._capture import CaptureError
-from ._tensor import Tensor
+from .runtime import _compiled
+from .core import _dtype, _format
+from .runtime._capture import CaptureError
+from .core._tensor import Tensor
 from .autograd.grad_mode import state as _grad_state
 from .streams import active_captures
 
@@ -94,7 +95,7 @@ def reset() -> None:
 
 def _repr_is_a_host_read(t):
     if is_compiling():
-        from . import _dispatch
+        from .runtime import _dispatch
         _dispatch.host_sync(t, "Printing a tensor (Tensor.__repr__)")
 
 
@@ -346,7 +347,7 @@ def _device_of(flat, watched):
             return x._device
     for t in _leaves(flat, watched):
         return t._device
-    from ._device import get_default_device
+    from .core._device import get_default_device
     return get_default_device()
 
 

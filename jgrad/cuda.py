@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _accelerators as _acc
+from .core import _accelerators as _acc
 from . import random as _random
 from . import streams as _streams
 from .graphs import Graph as CUDAGraph, graph, graph_pool_handle, make_graphed_callables  # noqa: F401

@@ -25,14 +25,16 @@ import itertools
 import operator
 import time
 
-from . import _capture, _checks, _compile, _dispatch, _recorder, _segment, _view_writes, profiler as _profiler
-from ._recorder import Buffer as _Buffer
-from ._capture import CaptureError  # noqa: F401
-from ._compile import cache_clear, cache_info  # noqa: F401
-from ._segment import SegmentCacheInfo, StructureInfo, segment_cache_clear, segment_cache_info  # noqa: F401
+from .runtime import _capture, _checks, _compile, _dispatch, _segment, _view_writes
+from .core import _recorder
+from . import profiler as _profiler
+from .core._recorder import Buffer as _Buffer
+from .runtime._capture import CaptureError  # noqa: F401
+from .runtime._compile import cache_clear, cache_info  # noqa: F401
+from .runtime._segment import SegmentCacheInfo, StructureInfo, segment_cache_clear, segment_cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
-from ._dtype import x64_scope
+from .core._dtype import x64_scope
 
 __all__ = ["Graph", "graph", "graph_pool_handle", "make_graphed_callables", "CaptureError", "cache_info",
            "cache_clear"]
@@ -328,7 +330,7 @@ def _capture_device():
     PyTorch's ``torch.cuda.graph`` always captures CUDA work; jgrad's default device is the CPU
     even on a GPU machine, so a GPU, when there is one, is what a capture is for.
     """
-    from ._device import device as _device, get_default_device
+    from .core._device import device as _device, get_default_device
     dev = get_default_device()
     if dev.type == "cpu":
         import jax
@@ -391,5 +393,5 @@ def make_graphed_callables(callables, sample_args):
     See ``jgrad.graphs`` and PyTorch's ``torch.cuda.make_graphed_callables``:
     the same arguments, constraints and error messages.
     """
-    from ._graphed import make_graphed_callables as impl
+    from .runtime._graphed import make_graphed_callables as impl
     return impl(callables, sample_args)

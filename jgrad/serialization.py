@@ -40,9 +40,9 @@ import zipfile
 
 import numpy as np
 
-from . import _dtype
-from ._device import device as _device
-from ._tensor import Tensor
+from .core import _dtype
+from .core._device import device as _device
+from .core._tensor import Tensor
 
 __all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_globals", "safe_globals",
            "get_unsafe_globals_in_checkpoint"]

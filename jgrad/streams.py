@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 
-from ._device import device as _device, get_default_device
+from .core._device import device as _device, get_default_device
 
 _ids = itertools.count(1)
 _PRUNE_EVERY = 1024

@@ -102,7 +102,7 @@ def _saved_of(node):
 
 def _roots_of(obj):
     """(root nodes, output labels) for a tensor, a Node, or a list/tuple of them."""
-    from ._tensor import Tensor
+    from .core._tensor import Tensor
     from .autograd.node import Node, gradient_edge
     items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
     roots, outputs = [], []

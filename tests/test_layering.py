@@ -142,13 +142,13 @@ def _package(prefix):
 
 @pytest.mark.parametrize("modules, banned", [
     # ops -> _dispatch -> autograd: the engine knows nothing of the door, the recorder or the op library.
-    (_package("jgrad.autograd"), ("jgrad._dispatch", "jgrad.ops", "jgrad._segment", "jgrad._capture",
-                                  "jgrad._backward_plan", "jgrad.graphs", "jgrad.nn", "jgrad.optim")),
-    # streams, graphs and random sit under the op library (factories come through jgrad._factories).
-    (["jgrad.streams", "jgrad.graphs", "jgrad._graphed", "jgrad.random"], ("jgrad.ops",)),
-    (["jgrad.streams"], ("jgrad._dispatch", "jgrad._segment", "jgrad.graphs")),
+    (_package("jgrad.autograd"), ("jgrad.runtime._dispatch", "jgrad.ops", "jgrad.runtime._segment", "jgrad.runtime._capture",
+                                  "jgrad.runtime._backward_plan", "jgrad.graphs", "jgrad.nn", "jgrad.optim")),
+    # streams, graphs and random sit under the op library (factories come through jgrad.core._factories).
+    (["jgrad.streams", "jgrad.graphs", "jgrad.runtime._graphed", "jgrad.random"], ("jgrad.ops",)),
+    (["jgrad.streams"], ("jgrad.runtime._dispatch", "jgrad.runtime._segment", "jgrad.graphs")),
     # the tensor and the recorder are below everything that records or runs ops
-    (["jgrad._tensor", "jgrad._recorder", "jgrad._capture", "jgrad._compile"], ("jgrad.ops", "jgrad.nn", "jgrad.optim")),
+    (["jgrad.core._tensor", "jgrad.core._recorder", "jgrad.runtime._capture", "jgrad.runtime._compile"], ("jgrad.ops", "jgrad.nn", "jgrad.optim")),
 ], ids=["autograd", "streams-graphs-random", "streams", "tensor-recorder"])
 def test_documented_direction(modules, banned):
     assert modules
@@ -157,4 +157,4 @@ def test_documented_direction(modules, banned):
 
 
 def test_the_recorder_depends_only_on_dtypes():
-    assert set(_edges("jgrad._recorder")) <= {"jgrad._dtype"}, _edges("jgrad._recorder")
+    assert set(_edges("jgrad.core._recorder")) <= {"jgrad.core._dtype"}, _edges("jgrad.core._recorder")

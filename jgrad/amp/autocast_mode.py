@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import threading
 
-from .. import _dispatch, _dtype
-from .._tensor import Tensor
+from ..runtime import _dispatch
+from ..core import _dtype
+from ..core._tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available"]
 

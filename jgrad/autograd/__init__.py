@@ -5,8 +5,8 @@ never ``_dispatch``, the recorder or the op library (tests/test_layering.py).
 """
 from __future__ import annotations
 
-from .. import _factories
-from .._tensor import Tensor
+from ..core import _factories
+from ..core._tensor import Tensor
 from . import graph  # noqa: F401
 from . import functional  # noqa: F401
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly

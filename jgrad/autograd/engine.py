@@ -29,7 +29,7 @@ import itertools
 import threading
 import warnings
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from . import streams_bridge
 from .grad_mode import state as _state
 from .node import GraphRoot
@@ -601,7 +601,7 @@ class Engine:
         with self._start_lock:
             if self._started:
                 return
-            from .._device import _devices, from_jax
+            from ..core._device import _devices, from_jax
             devs = [from_jax(d) for d in _devices("cpu")[1:]]
             for kind in ("gpu", "tpu"):
                 devs += [from_jax(d) for d in _devices(kind)]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 
-from .. import _factories
-from .._tensor import Tensor
+from ..core import _factories
+from ..core._tensor import Tensor
 from .grad_mode import no_grad, state as _state
 from .node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
 

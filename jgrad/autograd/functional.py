@@ -10,7 +10,7 @@ Imports ``_tensor`` and ``grad_mode``; ``jgrad.func`` at the call (the library l
 """
 from __future__ import annotations
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]

@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 
-from .._dtype import x64_scope
-from .._tensor import Tensor
+from ..core._dtype import x64_scope
+from ..core._tensor import Tensor
 from .grad_mode import no_grad
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 
 from .engine import current_execution_order, current_graph_task_id  # noqa: F401
 from .grad_mode import state as _state

@@ -17,7 +17,7 @@ import weakref
 
 import jax as _jax
 
-from .._tensor import Tensor, write_clock as _write_clock
+from ..core._tensor import Tensor, write_clock as _write_clock
 from .grad_mode import state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
@@ -365,7 +365,7 @@ class SavedVariable:
 
     def check(self, node):
         if self.vc[0] != self.version:
-            from .._dtype import from_np
+            from ..core._dtype import from_np
             shape = list(self.data.shape) if self.data is not None else "?"
             dt = from_np(self.data.dtype) if self.data is not None else "?"
             # saved_variable.cpp names the tensor's grad_fn as it was when saved (the owning

@@ -18,9 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from .. import _dtype
-from .._device import MeshDevice
-from .._tensor import Tensor
+from ..core import _dtype
+from ..core._device import MeshDevice
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ._process_group import _resolve
 
@@ -268,5 +268,5 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 
 def _kind_of_world():
-    from .._device import get_default_device
+    from ..core._device import get_default_device
     return get_default_device().type

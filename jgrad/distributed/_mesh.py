@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
-from .._device import _ALIASES, MeshDevice
+from ..core._device import _ALIASES, MeshDevice
 from . import _cpu_guard
 from ._process_group import ProcessGroup
 

@@ -133,7 +133,7 @@ class Distribution:
         return _shape(sample_shape) + self._batch_shape + self._event_shape
 
     def _validate_sample(self, value):
-        from .._tensor import Tensor
+        from ..core._tensor import Tensor
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
         event_dim_start = value.ndim - len(self._event_shape)

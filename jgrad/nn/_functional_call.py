@@ -8,7 +8,7 @@ Imports ``nn.module`` and ``_tensor``; ``ops`` at the call (stacking).
 """
 from __future__ import annotations
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 
 
 def _owner(module, name):

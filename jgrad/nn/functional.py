@@ -21,7 +21,7 @@ from ..ops import shape as _shape
 from ..ops import patches as _patches, resample as _resample
 from ..ops._registry import expect_tensor as _expect_tensor
 from ..ops.inplace import write as _write
-from .._dtype import finfo as _finfo
+from ..core._dtype import finfo as _finfo
 
 
 

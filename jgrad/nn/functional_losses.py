@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import ops as _ops
-from .._dispatch import Op, call
+from ..runtime._dispatch import Op, call
 
 __all__ = ["soft_margin_loss", "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
            "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss", "multilabel_soft_margin_loss",
@@ -241,7 +241,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     n_bags = offsets.shape[0] - (1 if include_last_offset else 0)
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
-    from .._checks import check_range
+    from ..runtime._checks import check_range
     check_range(input, 0, weight.shape[0], lambda bad: IndexError("index out of range in self"), "embedding_bag")
     return call(_EMBEDDING_BAG, weight, input, offsets, per_sample_weights, mode=mode, n_bags=n_bags,
                 padding_idx=padding_idx)

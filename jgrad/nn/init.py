@@ -13,7 +13,7 @@ import warnings
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call, call_inplace
+from ..runtime._dispatch import Op, call, call_inplace
 from ..autograd.grad_mode import no_grad
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",

@@ -8,9 +8,9 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 
-from .. import _dtype
-from .._device import device as _device
-from .._tensor import Tensor
+from ..core import _dtype
+from ..core._device import device as _device
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ._state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401 (re-exported)
 from .hooks import BackwardHook, RemovableHandle

@@ -4,8 +4,8 @@ Imports ``_tensor``; ``ops.creation`` at the call.
 """
 from __future__ import annotations
 
-from .. import _tensor
-from .._tensor import Tensor
+from ..core import _tensor
+from ..core._tensor import Tensor
 
 
 def _share(cls, data):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._dispatch import Op, call, call_inplace
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call, call_inplace
+from ..core._tensor import Tensor
 from ..autograd.node import InputMetadata
 from ._registry import broadcast_shapes, tensor_method
 from .pointwise import clone
@@ -43,7 +43,7 @@ def _cast(t, dt):
 
 
 def _transfer(t, dev):
-    from .._device import device as _device
+    from ..core._device import device as _device
     from ..streams import _current_for
     dev = _device(dev)
     if dev is t._device:  # not t.device: a DTensor moved to one device (its mesh's local one too) is gathered there

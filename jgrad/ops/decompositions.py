@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from .. import _dtype
-from .._checks import check_range
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._checks import check_range
+from ..runtime._dispatch import Op, call
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name
 from .complex_ops import wirtinger_op
 

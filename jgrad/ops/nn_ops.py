@@ -9,9 +9,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._checks import check_range, check_values
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._checks import check_range, check_values
+from ..runtime._dispatch import Op, call
 from ._registry import broadcast_shapes, expect_tensor, host_values, refuse, scalar_type_name, tensor_method, wrap_dim
 
 

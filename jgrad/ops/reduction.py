@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
 from ._registry import expect_tensor, norm_dim, scalar_type_name, tensor_method, type_name, wrap_dim
 
 return_types_max = collections.namedtuple("max", ["values", "indices"])
@@ -339,7 +339,7 @@ def amin(input, dim=(), keepdim=False):
 
 
 def _max_min(input, dim, keepdim, is_max):
-    from .._tensor import Tensor
+    from ..core._tensor import Tensor
     if isinstance(dim, Tensor):
         from .pointwise import maximum, minimum
         return (maximum if is_max else minimum)(input, dim)
@@ -416,7 +416,7 @@ SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a.astype(_int_accumulator(
 
 
 def _sum_to(a, shape):
-    from .._dispatch import sum_to
+    from ..runtime._dispatch import sum_to
     return sum_to(a, shape)
 
 

@@ -14,9 +14,10 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype, _layout, _view_writes, _views
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype, _layout
+from ..runtime import _view_writes, _views
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import (as_index_or, check_extent, expect_tensor, check_new_shape, norm_dim, parse_size, tensor_method,
                         type_name, wrap_dim)
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import tensor_method
 from .creation import as_tensor, tensor
 

@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import jax.scipy.special as jss
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import as_index, expect_tensor, tensor_method
 from .misc import xlogy  # noqa: F401  (torch.special.xlogy)
 from .nn_ops import log_softmax, softmax  # noqa: F401

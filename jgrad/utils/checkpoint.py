@@ -22,7 +22,7 @@ import contextlib
 import warnings
 
 from .. import random as _random
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
@@ -33,7 +33,7 @@ __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError"]
 
 def _rng_states(args):
     """The default generators of the devices in play and their keys (immutable arrays: kept, not copied)."""
-    from .._device import get_default_device
+    from ..core._device import get_default_device
     devices = {get_default_device()} | {a.device for a in args if isinstance(a, Tensor)}
     gens = [_random.default_generator(d) for d in devices]
     return [(g, g._key) for g in gens]

@@ -25,9 +25,9 @@ import math
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ... import _dtype
-from ..._device import MeshDevice
-from ..._tensor import Tensor
+from ...core import _dtype
+from ...core._device import MeshDevice
+from ...core._tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
 from ... import streams as _streams

@@ -18,7 +18,7 @@ import numbers
 
 import numpy as np
 
-from ..._tensor import Tensor
+from ...core._tensor import Tensor
 from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
@@ -41,7 +41,7 @@ def default_collate(batch):
     if isinstance(first, np.generic):
         return tensor(np.asarray(batch))
     if isinstance(first, float):  # PyTorch collates Python floats as float64
-        from ... import _dtype
+        from ...core import _dtype
         return tensor(list(batch), dtype=_dtype.float64)
     if isinstance(first, numbers.Number):
         return tensor(list(batch))

@@ -51,7 +51,7 @@ class TensorDataset(Dataset):
         """``default_collate([self[i] for i in indices])`` as one gather per tensor, the indices a tensor (data):
         indexing row by row compiles a kernel per new integer index."""
         from ...ops.creation import tensor
-        from ... import _dtype
+        from ...core import _dtype
         out = []
         for t in self.tensors:
             idx = tensor(indices, dtype=_dtype.int64, device=t._device)

@@ -117,7 +117,7 @@ class WeightedRandomSampler(Sampler):
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
         from ...ops.creation import tensor
-        from ... import _dtype
+        from ...core import _dtype
         self.weights = tensor(w, dtype=_dtype.float64)
         self._w = w
         self.num_samples = num_samples

@@ -101,7 +101,7 @@ class Tensor:
             _regenerate(self, False)  # a view not read yet, or one a write through another view made stale
             d = self._data
         if d is None or type(d) is _Buffer:
-            from . import _dispatch
+            from ..runtime import _dispatch
             return _dispatch.materialize(self)
         return d
 
@@ -273,7 +273,7 @@ class Tensor:
         """
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.node import RemovableHandle
+        from ..autograd.node import RemovableHandle
 
         if self._grad_fn is None:
             if self._hooks is None:
@@ -287,7 +287,7 @@ class Tensor:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.node import RemovableHandle
+        from ..autograd.node import RemovableHandle
 
         if self._post_acc_hooks is None:
             self._post_acc_hooks = {}
@@ -295,7 +295,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves (``torch.Tensor.backward``)."""
-        from .autograd import backward
+        from ..autograd import backward
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
@@ -331,7 +331,7 @@ class Tensor:
 
     # ---- host access ---------------------------------------------------
     def _host_sync(self, what):
-        from . import _dispatch
+        from ..runtime import _dispatch
         _dispatch.host_sync(self, what)
 
     def item(self):
@@ -445,11 +445,11 @@ class Tensor:
         return new
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from ._dlpack import export_tensor  # DLPack sits above the tensor (it is a host sync, a barrier)
+        from ..runtime._dlpack import export_tensor  # DLPack sits above the tensor (it is a host sync, a barrier)
         return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
-        from ._dlpack import tensor_dlpack_device
+        from ..runtime._dlpack import tensor_dlpack_device
         return tensor_dlpack_device(self)
 
 
@@ -528,7 +528,7 @@ def _record_stream(self, stream) -> None:
     XLA frees a buffer only when no computation still uses it, so jgrad needs
     no allocator bookkeeping; the stream is validated and remembered.
     """
-    from .streams import Stream
+    from ..streams import Stream
     if not isinstance(stream, Stream):
         raise TypeError(f"record_stream(): argument 'stream' must be a jgrad.Stream, not {type(stream).__name__}")
     if stream.device is not self._device:

@@ -23,10 +23,10 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from . import random as _random
+from .. import random as _random
 from ._functional import (advance_outside_trace, array_of, first_device, is_tensor, outputs_to_arrays, run as _run,
                           transform_scope, wrap)
-from ._tensor import Tensor
+from ..core._tensor import Tensor
 
 __all__ = ["vmap"]
 
@@ -233,7 +233,7 @@ def batched_grad(grad_fn, outputs, inputs, grad_outputs, retain_graph, create_gr
     Without create_graph the engine runs once under ``vmap`` (each backward kernel batched). With it, once
     per row, the rows stacked by a differentiable op: a graph recorded under ``vmap`` would hold its tracers.
     """
-    from . import ops
+    from .. import ops
     n = _check_batched(outputs, grad_outputs)
     if create_graph:
         rows = [grad_fn(outputs, inputs, [g[k] if isinstance(g, Tensor) else g for g in grad_outputs],

@@ -52,13 +52,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dispatch, _layout, _tensor
-from ._layout import Geometry, gather_chain, scatter_chain
-from ._dtype import x64_scope as _x64
-from ._recorder import Buffer
-from ._tensor import Tensor
-from .autograd import function as _function, node as _node
-from .autograd.grad_mode import state as _state
+from . import _dispatch
+from ..core import _layout, _tensor
+from ..core._layout import Geometry, gather_chain, scatter_chain
+from ..core._dtype import x64_scope as _x64
+from ..core._recorder import Buffer
+from ..core._tensor import Tensor
+from ..autograd import function as _function, node as _node
+from ..autograd.grad_mode import state as _state
 
 _weakref = weakref.ref
 _call = _dispatch.call_keyed

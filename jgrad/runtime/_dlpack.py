@@ -73,11 +73,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from . import _dispatch, _dtype, _segment
-from . import streams as _streams
-from ._device import _devices, device as _jg_device, from_jax as _device_from_jax
-from ._recorder import _settled
-from ._tensor import Tensor
+from . import _dispatch, _segment
+from ..core import _dtype
+from .. import streams as _streams
+from ..core._device import _devices, device as _jg_device, from_jax as _device_from_jax
+from ..core._recorder import _settled
+from ..core._tensor import Tensor
 
 __all__ = ["from_dlpack", "export_tensor", "tensor_dlpack_device", "UnsupportedDTypeError", "ALIGNMENT"]
 

@@ -20,8 +20,8 @@ import warnings
 import jax
 import numpy as np
 
-from ._dtype import x64_scope
-from ._recorder import _as_aval, _aval_key, _layout, _tree_unflatten
+from ..core._dtype import x64_scope
+from ..core._recorder import _as_aval, _aval_key, _layout, _tree_unflatten
 
 
 #: Seconds a compile may take before a progress line goes to stderr (None: never).

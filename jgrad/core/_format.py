@@ -131,7 +131,7 @@ def _add_suffixes(text: str, suffixes, indent: int) -> str:
 def tensor_repr(t) -> str:
     """``repr`` as PyTorch's ``_str_intern`` writes it for a strided tensor (a DTensor's as PyTorch's DTensor's)."""
     if getattr(t._device, "device_mesh", None) is not None:
-        from .distributed.tensor._api import _repr
+        from ..distributed.tensor._api import _repr
         return _repr(t, _tensor_repr(t))
     return _tensor_repr(t)
 
@@ -139,7 +139,7 @@ def tensor_repr(t) -> str:
 def _report_checks():
     """Printing reads values: pending device-side checks report first, as at any host read (not a capture's
     host sync: printing a captured tensor shows that it has no value yet)."""
-    from .streams import _sync_hooks
+    from ..streams import _sync_hooks
     for hook in _sync_hooks:
         hook("printing a tensor", None)
 

@@ -23,10 +23,10 @@ import weakref
 
 import jax
 
-from ._recorder import Buffer, Recorder, _settled, _tree_flatten
-from ._tensor import Tensor
-from .random import _split
-from .streams import active_captures
+from ..core._recorder import Buffer, Recorder, _settled, _tree_flatten
+from ..core._tensor import Tensor
+from ..random import _split
+from ..streams import active_captures
 
 _identity = jax.jit(lambda x: x)
 

@@ -24,18 +24,20 @@ import numpy as np
 
 import weakref
 
-from . import _dtype, _kernel_cache, _segment, _tape
-from ._device import get_default_device, resolve_devices
-from ._tensor import Tensor
-from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
-from .streams import active_captures as _active_captures
-from .streams import check_access, host_read, record_new
-from .streams import _sync_hooks
-from ._recorder import Buffer, abstract
+from ..core import _dtype
+from . import _kernel_cache, _segment, _tape
+from ..core._device import get_default_device, resolve_devices
+from ..core._tensor import Tensor
+from ..streams import (_current_for, _defaults as _default_streams, _overrides, _san as _sanitizing,
+                       _tls as _stream_tls)
+from ..streams import active_captures as _active_captures
+from ..streams import check_access, host_read, record_new
+from ..streams import _sync_hooks
+from ..core._recorder import Buffer, abstract
 from ._capture import CaptureError, concrete
-from .autograd.engine import task_should_compute_output
-from .autograd.grad_mode import state as _state
-from .autograd.node import Node, SavedVariable, _SECOND_BACKWARD
+from ..autograd.engine import task_should_compute_output
+from ..autograd.grad_mode import state as _state
+from ..autograd.node import Node, SavedVariable, _SECOND_BACKWARD
 
 _ALL_OPS: list = []
 _weakref = weakref.ref

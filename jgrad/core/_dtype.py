@@ -170,7 +170,7 @@ def set_default_dtype(d) -> None:
     if d not in (float32, float64, float16, bfloat16):
         raise TypeError(f"only floating-point types are supported as the default type, got {d}")
     _default[0] = d
-    from . import _dispatch  # promotion depends on it: compiled kernels must not be reused
+    from ..runtime import _dispatch  # promotion depends on it: compiled kernels must not be reused
 
     _dispatch.clear_kernel_caches()
 

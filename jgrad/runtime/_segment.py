@@ -90,13 +90,14 @@ import weakref
 
 import jax
 
-from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
-from ._recorder import buffer_proto
-from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from . import _host_copies, _segment_fail as _fail, _segment_info as _info, _segment_run as _run
+from ..core._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
+from ..core._recorder import buffer_proto
+from ..core._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
+from ..core import _host_copies
+from . import _segment_fail as _fail, _segment_info as _info, _segment_run as _run
 from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
-from ._idmap import IdWeakMap
-from ._dtype import x64_scope
+from ..core._idmap import IdWeakMap
+from ..core._dtype import x64_scope
 
 _made = Buffer.made
 try:
@@ -757,7 +758,7 @@ def _restart_trie():
 
 
 def _install():
-    from . import streams
+    from .. import streams
     streams._barrier[0] = _barrier
     # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
     # still queued are dropped: the program that wanted them has ended).

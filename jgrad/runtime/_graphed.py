@@ -11,15 +11,15 @@ Imports ``graphs`` (``Graph``), autograd (``Function``, ``grad``), ``streams``, 
 """
 from __future__ import annotations
 
-from ._tensor import Tensor
-from .autograd import Function, grad as _grad, once_differentiable
-from .graphs import Graph, graph, graph_pool_handle
-from . import _factories
-from .streams import Stream, stream as _stream_ctx
+from ..core._tensor import Tensor
+from ..autograd import Function, grad as _grad, once_differentiable
+from ..graphs import Graph, graph, graph_pool_handle
+from ..core import _factories
+from ..streams import Stream, stream as _stream_ctx
 
 
 def _check(callables, sample_args):
-    from .nn import Module
+    from ..nn import Module
     for c, args in zip(callables, sample_args):
         if isinstance(c, Module):
             if c._backward_hooks or c._forward_hooks or c._forward_pre_hooks:
@@ -39,7 +39,7 @@ def _as_tuple(outputs):
 
 
 def make_graphed_callables(callables, sample_args):
-    from .nn import Module
+    from ..nn import Module
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables, sample_args = (callables,), (sample_args,)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._functional import array_of, first_device, is_tensor, outputs_to_arrays, run, transform_scope, wrap
-from ._tensor import Tensor
+from ..core._tensor import Tensor
 from ._vmap import check_randomness as _check_randomness, randomness_scope as _randomness_scope, vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
@@ -345,22 +345,23 @@ def hessian(func, argnums=0):
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
     """Call ``module`` with its parameters and buffers replaced by those of ``parameter_and_buffer_dicts``
     (a dict, or a tuple of dicts, of dotted names to tensors); the module is unchanged afterwards."""
-    from .nn._functional_call import functional_call as _fc
+    from ..nn._functional_call import functional_call as _fc
     return _fc(module, parameter_and_buffer_dicts, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 def stack_module_state(models):
     """``(params, buffers)``: each name's tensors of the ``models`` stacked along a new first dimension
     (the parameters as new leaves that require grad), for ``vmap`` over an ensemble."""
-    from .nn._functional_call import stack_module_state as _s
+    from ..nn._functional_call import stack_module_state as _s
     return _s(models)
 
 
 
 
 def _install():
-    from . import _vmap, autograd, ops
-    from .autograd import functional as _af
+    from . import _vmap
+    from .. import autograd, ops
+    from ..autograd import functional as _af
     autograd._batched_grad = _vmap.batched_grad
     _af._stack = ops.stack
     _af._eye = ops.eye
