@@ -261,7 +261,15 @@ def _global_name(g):
 _DEFAULT_SAFE = {"collections.OrderedDict": collections.OrderedDict, "collections.Counter": collections.Counter,
                  "builtins.set": set, "builtins.frozenset": frozenset, "builtins.complex": complex,
                  "builtins.slice": slice, "builtins.range": range, "builtins.bytearray": bytearray,
-                 "jgrad._dtype._from_name": _dtype._from_name, "jgrad._device.device": _device}
+                 "jgrad.core._dtype._from_name": _dtype._from_name, "jgrad.core._device.device": _device}
+
+# jgrad's private modules before they moved into packages (docs/design.md, "The house"): a pickle written then
+# names a dtype as ``jgrad._dtype._from_name``, a device as ``jgrad._device.device``; it loads as it did.
+_MOVED = {f"jgrad.{m}": f"jgrad.{pkg}.{m}" for pkg, names in (
+    ("core", "_accelerators _device _dtype _factories _format _host_copies _idmap _layout _recorder _tensor _tls"),
+    ("runtime", "_backward_plan _capture _checks _compile _compiled _dispatch _dlpack _graphed _kernel_cache "
+                "_segment _segment_fail _segment_info _segment_run _tape _view_writes _views"),
+    ("func", "_export _functional _vmap")) for m in names.split()}
 
 
 def _weights_only_error(name):
@@ -283,6 +291,7 @@ def _resolve_global(module, name, weights_only):
     if (module, name) in _compat_pickle.NAME_MAPPING:  # protocol-2 names (__builtin__.set)
         module, name = _compat_pickle.NAME_MAPPING[(module, name)]
     module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+    module = _MOVED.get(module, module)
     full = f"{module}.{name}"
     if not weights_only:
         return None
@@ -444,7 +453,7 @@ class _Reader:
         class Unpickler(pickle.Unpickler):
             def find_class(self, module, name):
                 hit = _resolve_global(module, name, weights_only)
-                return hit if hit is not None else super().find_class(module, name)
+                return hit if hit is not None else super().find_class(_MOVED.get(module, module), name)
 
             def persistent_load(self, pid):
                 _expect(isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "jgrad" and type(pid[1]) is int
