@@ -552,11 +552,3 @@ class _Null:
 
 
 _NULL = _Null()
-
-
-def _install():
-    from .autograd import streams_bridge
-    streams_bridge.install(_EngineStreams)
-
-
-_install()

@@ -6,6 +6,7 @@ never ``_dispatch``, the recorder or the op library (tests/test_layering.py).
 from __future__ import annotations
 
 from ..core import _factories
+from ..core import _tensor
 from ..core._tensor import Tensor
 from . import graph  # noqa: F401
 from . import functional  # noqa: F401
@@ -16,7 +17,7 @@ from . import function  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,  # noqa: F401
                         set_grad_enabled, state as _state)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
-from .node import Node, gradient_edge
+from .node import Node, RemovableHandle, gradient_edge
 
 __all__ = ["backward", "grad", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "gradcheck",
@@ -211,3 +212,7 @@ class set_multithreading_enabled:
             with set_multithreading_enabled(self.mode):
                 return fn(*a, **k)
         return wrapper
+
+
+# The tensor sits below the engine (docs/design.md, "The house"): Tensor.backward() and its hooks' handles come from here.
+_tensor.above.backward, _tensor.above.RemovableHandle = backward, RemovableHandle

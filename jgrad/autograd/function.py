@@ -10,6 +10,7 @@ import functools
 
 from ..core import _factories
 from ..core._tensor import Tensor
+from ..streams import _current_for
 from .grad_mode import no_grad, state as _state
 from .node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
 
@@ -197,7 +198,6 @@ class Function(metaclass=_FunctionMeta):
         ctx._node = node
         first = next((a for a in args if isinstance(a, Tensor)), None)
         if first is not None:
-            from ..streams import _current_for
             node._stream = _current_for(first._device)  # backward runs on the forward's stream
         out_ids = {id(t): True for t in wrapped if isinstance(t, Tensor)}
         to_save = getattr(ctx, "to_save", ())

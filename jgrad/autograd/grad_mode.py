@@ -9,6 +9,7 @@ import inspect
 import threading
 
 
+from ..core._tensor import Tensor
 from ..core._tls import state  # noqa: E402  (re-exported: the autograd package reads it here)
 
 
@@ -148,7 +149,6 @@ _marking_lock = threading.Lock()
 def _mark_inference(delta):
     """While some thread is in inference mode, ``Tensor._make`` marks what it makes in such a thread as an
     inference tensor; outside it, tensor creation costs nothing more."""
-    from ..core._tensor import Tensor
     with _marking_lock:
         _marking[0] += delta
         if _marking[0] == delta == 1:

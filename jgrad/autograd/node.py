@@ -17,11 +17,13 @@ import weakref
 
 import jax as _jax
 
+from ..core._dtype import from_np
 from ..core._tensor import Tensor, write_clock as _write_clock
+from ..streams import _current_for
+from .anomaly import record_forward_trace as _record_forward_trace
 from .grad_mode import state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
-_current_for = None  # streams._current_for, bound on first use
 _sequence_nr = itertools.count()
 
 
@@ -97,8 +99,7 @@ class Node:
         self.topological_nr = topo
         self._stream = None
         if _state.anomaly_enabled:
-            from .anomaly import record_forward_trace
-            record_forward_trace(self)
+            _record_forward_trace(self)
 
     # ---- what subclasses provide ---------------------------------------
     def name(self) -> str:
@@ -180,9 +181,6 @@ class AccumulateGrad(Node):
     __slots__ = ("variable", "mutex")
 
     def __init__(self, variable: Tensor):
-        global _current_for
-        if _current_for is None:
-            from ..streams import _current_for  # streams imports this package: bind on first use
         # PyTorch's AccumulateGrad takes the stream current when it is created (first use of the leaf).
         # Made for every op on a leaf whose graph was freed, so Node.__init__ is inlined here.
         dev = variable._device
@@ -193,8 +191,7 @@ class AccumulateGrad(Node):
         self.topological_nr = 0
         self._stream = stream
         if _state.anomaly_enabled:
-            from .anomaly import record_forward_trace
-            record_forward_trace(self)
+            _record_forward_trace(self)
         self.variable = variable
         # accumulate_grad.cpp's mutex_: backward calls from several threads (or device
         # threads) may accumulate into the same .grad at once (Note [Thread Safety on
@@ -365,7 +362,6 @@ class SavedVariable:
 
     def check(self, node):
         if self.vc[0] != self.version:
-            from ..core._dtype import from_np
             shape = list(self.data.shape) if self.data is not None else "?"
             dt = from_np(self.data.dtype) if self.data is not None else "?"
             # saved_variable.cpp names the tensor's grad_fn as it was when saved (the owning

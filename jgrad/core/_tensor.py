@@ -17,10 +17,23 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from . import _dtype, _factories, _host_copies  # the factory path (jgrad.ops.creation) owns conversion rules
-from ._device import device as _device_cls
+from . import _device as _device_mod, _dtype, _factories, _host_copies  # the factory path (jgrad.ops.creation) owns conversion rules
+from ._device import device as _device_cls, from_jax as _device_from_jax
+from ._format import tensor_repr as _tensor_repr
 from ._tls import state as _grad_state
 from ._recorder import Buffer as _Buffer
+from ..streams import Stream as _Stream
+
+
+class _Above:
+    """What the layers above the tensor install when they load (docs/design.md, "The house"): the tensor is the
+    type every layer passes around, so it sits below them and never imports them."""
+    materialize = host_sync = None        # jgrad.runtime._dispatch: a pending value; a host read (a barrier)
+    backward = RemovableHandle = None     # jgrad.autograd: the engine's backward(); the handle of a hook
+    export_dlpack = dlpack_device = None  # jgrad.runtime._dlpack: __dlpack__ and __dlpack_device__
+
+
+above = _Above()
 
 
 class Tensor:
@@ -101,8 +114,7 @@ class Tensor:
             _regenerate(self, False)  # a view not read yet, or one a write through another view made stale
             d = self._data
         if d is None or type(d) is _Buffer:
-            from ..runtime import _dispatch
-            return _dispatch.materialize(self)
+            return above.materialize(self)
         return d
 
     def _stale_data(self):
@@ -273,12 +285,10 @@ class Tensor:
         """
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from ..autograd.node import RemovableHandle
-
         if self._grad_fn is None:
             if self._hooks is None:
                 self._hooks = {}
-            return RemovableHandle(self._hooks, hook)
+            return above.RemovableHandle(self._hooks, hook)
         return self._grad_fn._add_tensor_pre_hook(hook, self._output_nr)
 
     def register_post_accumulate_grad_hook(self, hook):
@@ -287,16 +297,13 @@ class Tensor:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from ..autograd.node import RemovableHandle
-
         if self._post_acc_hooks is None:
             self._post_acc_hooks = {}
-        return RemovableHandle(self._post_acc_hooks, hook)
+        return above.RemovableHandle(self._post_acc_hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves (``torch.Tensor.backward``)."""
-        from ..autograd import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        above.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
         """A new tensor on the same storage and version counter, without history."""
@@ -331,8 +338,7 @@ class Tensor:
 
     # ---- host access ---------------------------------------------------
     def _host_sync(self, what):
-        from ..runtime import _dispatch
-        _dispatch.host_sync(self, what)
+        above.host_sync(self, what)
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
@@ -414,8 +420,7 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self):
-        from ._format import tensor_repr
-        return tensor_repr(self)
+        return _tensor_repr(self)
 
     def __reduce_ex__(self, proto):
         return (_rebuild, (np.asarray(self._value), str(self.device), self._req))
@@ -445,12 +450,11 @@ class Tensor:
         return new
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from ..runtime._dlpack import export_tensor  # DLPack sits above the tensor (it is a host sync, a barrier)
-        return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        # DLPack sits above the tensor (it is a host sync, a barrier)
+        return above.export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
-        from ..runtime._dlpack import tensor_dlpack_device
-        return tensor_dlpack_device(self)
+        return above.dlpack_device(self)
 
 
 # Per-tensor autograd and stream state that a deep copy starts afresh (PyTorch's copy has no hooks either).
@@ -480,10 +484,9 @@ def _rebuild(arr, dev, req):
 
 
 def _device_from_array(arr, requested):
-    from ._device import from_jax
     if requested is not None:
         return _device_cls(requested)
-    return from_jax(next(iter(arr.devices())))
+    return _device_from_jax(next(iter(arr.devices())))
 
 
 def _init(t, arr, dev, requires_grad):
@@ -528,8 +531,7 @@ def _record_stream(self, stream) -> None:
     XLA frees a buffer only when no computation still uses it, so jgrad needs
     no allocator bookkeeping; the stream is validated and remembered.
     """
-    from ..streams import Stream
-    if not isinstance(stream, Stream):
+    if not isinstance(stream, _Stream):
         raise TypeError(f"record_stream(): argument 'stream' must be a jgrad.Stream, not {type(stream).__name__}")
     if stream.device is not self._device:
         raise RuntimeError(f"record_stream(): stream is on {stream.device} but the tensor is on {self._device}")
@@ -537,3 +539,4 @@ def _record_stream(self, stream) -> None:
 
 
 Tensor.record_stream = _record_stream
+_device_mod.Tensor = Tensor  # resolve_devices looks at tensors

@@ -27,6 +27,7 @@ import weakref
 from ..core import _dtype
 from . import _kernel_cache, _segment, _tape
 from ..core._device import get_default_device, resolve_devices
+from ..core import _tensor as _tensor_mod
 from ..core._tensor import Tensor
 from ..streams import (_current_for, _defaults as _default_streams, _overrides, _san as _sanitizing,
                        _tls as _stream_tls)
@@ -761,3 +762,9 @@ def materialize(tensor):
             return d.value
         raise d.missing()
     raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")
+
+
+# The tensor and dtypes sit below the door and never import it (docs/design.md, "The house"): a pending value and a
+# host read reach it through the tensor's hooks, and a new default dtype drops the compiled kernels.
+_tensor_mod.above.materialize, _tensor_mod.above.host_sync = materialize, host_sync
+_dtype.default_dtype_hooks.append(clear_kernel_caches)

@@ -25,7 +25,7 @@ import math
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ...core import _dtype
+from ...core import _dtype, _format
 from ...core._device import MeshDevice
 from ...core._tensor import Tensor
 from ...autograd.function import Function
@@ -404,3 +404,6 @@ def _repr(t, body):
     """``DTensor(local_tensor=..., device_mesh=..., placements=...)`` (the local tensor is the process's part)."""
     md = t._device
     return f"DTensor(local_tensor={body}, device_mesh={md.device_mesh}, placements={_placements(t)})"
+
+
+_format.dtensor_repr = _repr  # a DTensor prints as PyTorch's DTensor does
