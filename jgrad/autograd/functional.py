@@ -17,6 +17,7 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
 _stack = None  # ops.stack, installed by jgrad.func
 _eye = None    # ops.eye, installed by jgrad.func
+_func_jacfwd = None  # jgrad.func.jacfwd (forward mode), installed by jgrad.func
 
 
 def _as_tuple(inp, arg_name, fn_name):
@@ -292,7 +293,6 @@ def _jacfwd(func, inputs, strict, vectorize):
         raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `strategy=\"forward-mode\"` are "
                            "not supported together (yet). Please either set `strict=False` or "
                            "`strategy=\"reverse-mode\"`.")
-    from .. import func as _func
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
     is_outputs_tuple = []
 
@@ -301,7 +301,7 @@ def _jacfwd(func, inputs, strict, vectorize):
         is_outputs_tuple.append(isinstance(out, tuple))
         return out if isinstance(out, tuple) else (out,)
 
-    jac = _func.jacfwd(as_tuple, argnums=tuple(range(len(inputs))))(*[i.detach() for i in inputs])
+    jac = _func_jacfwd(as_tuple, argnums=tuple(range(len(inputs))))(*[i.detach() for i in inputs])
     return _tuple_postprocess(tuple(tuple(r) for r in jac), (is_outputs_tuple[-1], is_inputs_tuple))
 
 

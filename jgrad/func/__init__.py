@@ -10,9 +10,9 @@ transforms nest because a transformed function is again a function of tensors. `
 ``stack_module_state`` are PyTorch's module helpers. docs/func.md says what composes and how each maps
 to JAX.
 
-Imports ``_functional``, ``_vmap``, ``_tensor``; ``nn`` (functional_call) and ``ops`` at the call: the library
+Imports ``_functional``, ``_vmap``, ``_tensor``, ``nn`` (functional_call), ``ops`` and autograd: the library
 layer. Loading it installs ``autograd.grad(..., is_grads_batched=True)`` and what ``autograd.functional``
-needs of the op library.
+needs of the op library and of this module (``jacfwd``).
 """
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ import numpy as np
 from ._functional import array_of, first_device, is_tensor, outputs_to_arrays, run, transform_scope, wrap
 from ..core._tensor import Tensor
 from ._vmap import check_randomness as _check_randomness, randomness_scope as _randomness_scope, vmap
+from . import _vmap
+from .. import autograd as _autograd, ops as _ops
+from ..autograd import functional as _af
+from ..nn._functional_call import functional_call as _fc, stack_module_state as _stack_module_state
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
            "stack_module_state", "linearize"]
@@ -345,26 +349,16 @@ def hessian(func, argnums=0):
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
     """Call ``module`` with its parameters and buffers replaced by those of ``parameter_and_buffer_dicts``
     (a dict, or a tuple of dicts, of dotted names to tensors); the module is unchanged afterwards."""
-    from ..nn._functional_call import functional_call as _fc
     return _fc(module, parameter_and_buffer_dicts, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 def stack_module_state(models):
     """``(params, buffers)``: each name's tensors of the ``models`` stacked along a new first dimension
     (the parameters as new leaves that require grad), for ``vmap`` over an ensemble."""
-    from ..nn._functional_call import stack_module_state as _s
-    return _s(models)
+    return _stack_module_state(models)
 
 
 
 
-def _install():
-    from . import _vmap
-    from .. import autograd, ops
-    from ..autograd import functional as _af
-    autograd._batched_grad = _vmap.batched_grad
-    _af._stack = ops.stack
-    _af._eye = ops.eye
-
-
-_install()
+_autograd._batched_grad = _vmap.batched_grad
+_af._stack, _af._eye, _af._func_jacfwd = _ops.stack, _ops.eye, jacfwd
