@@ -23,8 +23,8 @@ whose optimizer has a parameter without state. A host read inside the function (
 raises ``Unsupported`` instead). A capture that fails for another reason (the compile itself) warns and
 runs eagerly too; nothing the capture touched is left changed.
 
-Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor`` and ``autograd.grad_mode``;
-``nn`` and ``optim`` at the call (to recognise modules and optimizers).
+Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor``, ``autograd.grad_mode``, ``nn`` and
+``optim`` (to recognise modules and optimizers); installs ``Module.compile``'s compiler into ``nn.module``.
 """
 from __future__ import annotations
 
@@ -35,12 +35,15 @@ import weakref
 
 import jax
 
-from .runtime import _compiled
+from .runtime import _compiled, _dispatch
 from .core import _dtype, _format
 from .runtime._capture import CaptureError
 from .core._tensor import Tensor
 from .autograd.grad_mode import state as _grad_state
 from .streams import active_captures
+from .core._device import get_default_device
+from .nn import Module as _Module, module as _nn_module
+from .optim import Optimizer as _Optimizer
 
 __all__ = ["compile", "reset", "is_compiling", "config", "Unsupported", "FailOnRecompileLimitHit",
            "InvalidBackend"]
@@ -95,7 +98,6 @@ def reset() -> None:
 
 def _repr_is_a_host_read(t):
     if is_compiling():
-        from .runtime import _dispatch
         _dispatch.host_sync(t, "Printing a tensor (Tensor.__repr__)")
 
 
@@ -224,9 +226,7 @@ class CompiledFunction:
 
 
 def _modules_and_optimizers():
-    from .nn import Module
-    from .optim import Optimizer
-    return Module, Optimizer
+    return _Module, _Optimizer
 
 
 def _watched(fn, flat, globs, names):
@@ -347,7 +347,6 @@ def _device_of(flat, watched):
             return x._device
     for t in _leaves(flat, watched):
         return t._device
-    from .core._device import get_default_device
     return get_default_device()
 
 
@@ -374,8 +373,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
     Module, _ = _modules_and_optimizers()
     b = "inductor" if backend is None else backend
     if isinstance(model, Module):
-        from .nn.module import OptimizedModule
-        return OptimizedModule(model, CompiledFunction(model.__call__, fullgraph, mode, b))
+        return _nn_module.OptimizedModule(model, CompiledFunction(model.__call__, fullgraph, mode, b))
     return CompiledFunction(model, fullgraph, mode, b)
 
 
@@ -398,3 +396,6 @@ def _check_args(fullgraph, dynamic, backend, mode):
 def list_backends():
     """The backend names ``jg.compile`` accepts."""
     return list(_BACKENDS)
+
+
+_nn_module._compile = compile  # Module.compile(): nn sits below the compiler

@@ -16,8 +16,8 @@ advances the random generators it drew from.
 
 Imports ``_capture`` (the recording), ``_compile`` (the executable and its cache), ``_recorder``,
 ``_segment``, ``_checks`` (captured checks are re-armed by each replay), ``_dispatch`` (the sanitizer's
-view of a replay), ``streams`` and ``profiler``; ``_graphed`` at the call of ``make_graphed_callables``.
-Never the op library.
+view of a replay) and ``streams``. Never the op library, nor the tools above it: ``jgrad.profiler`` observes
+replays through ``replay_observers``, and ``jgrad.runtime._graphed`` installs ``make_graphed_callables``.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import time
 
 from .runtime import _capture, _checks, _compile, _dispatch, _segment, _view_writes
 from .core import _recorder
-from . import profiler as _profiler
 from .core._recorder import Buffer as _Buffer
 from .runtime._capture import CaptureError  # noqa: F401
 from .runtime._compile import cache_clear, cache_info  # noqa: F401
@@ -55,6 +54,10 @@ class _PoolHandle:
 
 
 _pool_ids = itertools.count()
+
+# Called after each replay with (span name, stream, start ns, end ns): jgrad.profiler adds ``record_span`` while
+# a profile is active (the tools sit above capture).
+replay_observers: list = []
 
 
 def graph_pool_handle() -> _PoolHandle:
@@ -261,8 +264,8 @@ class _Plan:
         storages = self.cap.__dict__.get("storages")
         if storages:  # the graph writes memory that views share: the views it did not bind read the new values
             _view_writes.rebound(storages)
-        if _profiler._active:
-            _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
+        for observe in replay_observers:
+            observe(self.span_name, s, t0, time.perf_counter_ns())
 
     def _arguments(self):
         """The executable's arguments: (state flats, other donated values, kept values, constants)."""
@@ -393,5 +396,8 @@ def make_graphed_callables(callables, sample_args):
     See ``jgrad.graphs`` and PyTorch's ``torch.cuda.make_graphed_callables``:
     the same arguments, constraints and error messages.
     """
-    from .runtime._graphed import make_graphed_callables as impl
-    return impl(callables, sample_args)
+    return _graphed_impl[0](callables, sample_args)
+
+
+# make_graphed_callables builds on Graph: jgrad.runtime._graphed installs it when it loads.
+_graphed_impl: list = [None]
