@@ -34,6 +34,8 @@ from .runtime._segment import SegmentCacheInfo, StructureInfo, segment_cache_cle
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
 from .core._dtype import x64_scope
+from .streams import _tls
+from .core._device import device as _device, get_default_device as _get_default_device
 
 __all__ = ["Graph", "graph", "graph_pool_handle", "make_graphed_callables", "CaptureError", "cache_info",
            "cache_clear"]
@@ -318,7 +320,6 @@ def _all_tensors(sources):
 
 
 def _capturing_stream():
-    from .streams import _tls
     s = current_stream()
     if s is default_stream(s.device):
         others = [o for o in _tls.current.values() if o is not default_stream(o.device)]
@@ -333,8 +334,7 @@ def _capture_device():
     PyTorch's ``torch.cuda.graph`` always captures CUDA work; jgrad's default device is the CPU
     even on a GPU machine, so a GPU, when there is one, is what a capture is for.
     """
-    from .core._device import device as _device, get_default_device
-    dev = get_default_device()
+    dev = _get_default_device()
     if dev.type == "cpu":
         import jax
         try:

@@ -20,14 +20,14 @@ from .runtime import _segment
 from .core._dtype import x64_scope as _x64_scope
 from .core._recorder import Buffer as _Buffer
 from .streams import _current_for
+from .core._device import device as _device, get_default_device as _get_default_device
 
 
 class Generator:
     """A PRNG state: ``Generator(device=None).manual_seed(s)``."""
 
     def __init__(self, device=None):
-        from .core._device import device as _device, get_default_device
-        self.device = _device(device) if device is not None else get_default_device()
+        self.device = _device(device) if device is not None else _get_default_device()
         self._lock = threading.Lock()
         self._seed = 0
         self._key = None
@@ -113,8 +113,7 @@ _default_generators: dict = {}
 
 def default_generator(device=None) -> Generator:
     """The default generator of ``device`` (the default device when None)."""
-    from .core._device import device as _device, get_default_device
-    dev = _device(device) if device is not None else get_default_device()
+    dev = _device(device) if device is not None else _get_default_device()
     gen = _default_generators.get(dev)
     if gen is None:
         gen = _default_generators[dev] = Generator(dev)

@@ -43,6 +43,8 @@ import numpy as np
 from .core import _dtype
 from .core._device import device as _device
 from .core._tensor import Tensor
+from .nn.parameter import Parameter as _Parameter
+from .ops.creation import tensor as _tensor_of
 
 __all__ = ["save", "load", "add_safe_globals", "clear_safe_globals", "get_safe_globals", "safe_globals",
            "get_unsafe_globals_in_checkpoint"]
@@ -132,11 +134,10 @@ class _Writer:
         ref = self.seen.get(id(t))
         if ref is not None:
             return {"tensor_ref": ref}
-        from .nn.parameter import Parameter
         value = np.asarray(t.detach().cpu().numpy())
         entry = self.data(value)
         entry.update(device=str(t.device), requires_grad=bool(t.requires_grad),
-                     parameter=isinstance(t, Parameter))
+                     parameter=isinstance(t, _Parameter))
         index = len(self.seen)
         self.seen[id(t)] = index
         self.keep.append(t)
@@ -431,12 +432,10 @@ class _Reader:
         return out
 
     def tensor(self, entry, index):
-        from .nn.parameter import Parameter
-        from .ops.creation import tensor
         _expect(isinstance(entry, dict) and isinstance(entry.get("device"), str), "a tensor without its device")
-        t = tensor(self.array(entry), device=self.device(entry["device"]))
+        t = _tensor_of(self.array(entry), device=self.device(entry["device"]))
         if entry.get("parameter"):
-            t = Parameter(t, requires_grad=bool(entry.get("requires_grad", True)))
+            t = _Parameter(t, requires_grad=bool(entry.get("requires_grad", True)))
         elif entry.get("requires_grad"):
             _expect(t.dtype.is_floating_point or t.dtype.is_complex, "an integer tensor that requires grad")
             t.requires_grad_(True)
@@ -608,8 +607,6 @@ def _from_torch(obj, torch, map_location):
 
 
 def _torch_tensor(t, torch, map_location):
-    from .nn.parameter import Parameter
-    from .ops.creation import tensor
     x = t.detach().cpu()
     if x.dtype == torch.bfloat16:
         import ml_dtypes
@@ -620,7 +617,7 @@ def _torch_tensor(t, torch, map_location):
         dev = _device(map_location)
     else:
         dev = _device("cpu" if t.device.type == "cpu" else f"gpu:{t.device.index or 0}")
-    out = tensor(arr, device=dev)
+    out = _tensor_of(arr, device=dev)
     if isinstance(t, torch.nn.Parameter):
-        return Parameter(out, requires_grad=t.requires_grad)
+        return _Parameter(out, requires_grad=t.requires_grad)
     return out.requires_grad_(True) if t.requires_grad and out.dtype.is_floating_point else out

@@ -14,6 +14,7 @@ from jax.sharding import AxisType, Mesh
 from ..core._device import _ALIASES, MeshDevice
 from . import _cpu_guard
 from ._process_group import ProcessGroup
+from ..ops.creation import tensor
 
 
 def _kind(device_type):
@@ -82,7 +83,6 @@ class DeviceMesh:
     @property
     def mesh(self):
         """The device ranks as an integer tensor of the mesh's shape."""
-        from ..ops.creation import tensor
         return tensor(self._ranks)
 
     @property

@@ -31,6 +31,8 @@ from ..core._device import get_default_device
 from ..core._recorder import Buffer
 from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _state
+from ..runtime import _segment
+from ..runtime import _views
 
 __all__ = ["array_of", "wrap", "is_tensor", "first_device", "transform_scope", "run", "outputs_to_arrays"]
 
@@ -68,7 +70,6 @@ def advance_outside_trace(gen):
 def transform_scope():
     """What every transform call runs under: eager dispatch, jgrad's 64-bit scope, backward on this thread,
     random draws on the concrete generator state."""
-    from ..runtime import _segment
     stack = getattr(_random._key_hooks, "stack", None)
     if stack is None:
         stack = _random._key_hooks.stack = []
@@ -122,7 +123,6 @@ def run(fn, *args):
 def _forget_traced_offsets():
     """Views made while tracing cache their offset arrays (``_views.offsets``) as tracers of that trace: drop
     them, so that later calls make concrete ones."""
-    from ..runtime import _views
     for k in [k for k, v in _views._OFFSETS.items() if isinstance(v, jax.core.Tracer)]:
         _views._OFFSETS.pop(k, None)
 

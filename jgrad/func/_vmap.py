@@ -27,6 +27,7 @@ from .. import random as _random
 from ._functional import (advance_outside_trace, array_of, first_device, is_tensor, outputs_to_arrays, run as _run,
                           transform_scope, wrap)
 from ..core._tensor import Tensor
+from .. import ops
 
 __all__ = ["vmap"]
 
@@ -233,7 +234,6 @@ def batched_grad(grad_fn, outputs, inputs, grad_outputs, retain_graph, create_gr
     Without create_graph the engine runs once under ``vmap`` (each backward kernel batched). With it, once
     per row, the rows stacked by a differentiable op: a graph recorded under ``vmap`` would hold its tracers.
     """
-    from .. import ops
     n = _check_batched(outputs, grad_outputs)
     if create_graph:
         rows = [grad_fn(outputs, inputs, [g[k] if isinstance(g, Tensor) else g for g in grad_outputs],

@@ -9,6 +9,7 @@ Imports ``nn.module`` and ``_tensor``; ``ops`` at the call (stacking).
 from __future__ import annotations
 
 from ..core._tensor import Tensor
+from .. import ops
 
 
 def _owner(module, name):
@@ -107,7 +108,6 @@ def stack_module_state(models):
     t0 = type(models[0])
     if not all(type(m) is t0 for m in models):
         raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
-    from .. import ops
 
     def stack(named, requires_grad):
         out = {}

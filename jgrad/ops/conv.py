@@ -18,6 +18,7 @@ import numpy as np
 
 from ..runtime._dispatch import Op, call
 from . import linalg
+from ..core import _dtype
 
 _SPATIAL = {1: "H", 2: "HW", 3: "DHW"}
 
@@ -268,7 +269,6 @@ MAX_POOL_INDICES = Op("MaxPoolWithIndicesBackward0", _max_pool_fwd, num_outputs=
 
 
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-    from ..core import _dtype
     _, k, s, pads, d = _pool_geometry(input, nd, kernel_size, stride, padding, dilation, ceil_mode,
                                       f"max_pool{nd}d")
     op = MAX_POOL_INDICES if return_indices else MAX_POOL
@@ -426,7 +426,6 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def _adaptive_max(nd, input, output_size, return_indices):
-    from ..core import _dtype
     bins = _adaptive_bins(input, nd, output_size, f"adaptive_max_pool{nd}d")
     op = ADAPTIVE_MAX_INDICES if return_indices else ADAPTIVE_MAX
     return call(op, input, bins=bins, return_indices=bool(return_indices), index_dtype=_dtype._index_dtype().np)

@@ -16,6 +16,8 @@ import numpy as np
 from ..core import _dtype
 from ..runtime._dispatch import Op, call
 from ._registry import expect_tensor, norm_dim, scalar_type_name, tensor_method, type_name, wrap_dim
+from ..core._tensor import Tensor
+from ..runtime._dispatch import sum_to
 
 return_types_max = collections.namedtuple("max", ["values", "indices"])
 return_types_min = collections.namedtuple("min", ["values", "indices"])
@@ -339,7 +341,6 @@ def amin(input, dim=(), keepdim=False):
 
 
 def _max_min(input, dim, keepdim, is_max):
-    from ..core._tensor import Tensor
     if isinstance(dim, Tensor):
         from .pointwise import maximum, minimum
         return (maximum if is_max else minimum)(input, dim)
@@ -416,7 +417,6 @@ SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a.astype(_int_accumulator(
 
 
 def _sum_to(a, shape):
-    from ..runtime._dispatch import sum_to
     return sum_to(a, shape)
 
 

@@ -98,6 +98,7 @@ from . import _segment_fail as _fail, _segment_info as _info, _segment_run as _r
 from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
 from ..core._idmap import IdWeakMap
 from ..core._dtype import x64_scope
+from .. import streams
 
 _made = Buffer.made
 try:
@@ -758,7 +759,6 @@ def _restart_trie():
 
 
 def _install():
-    from .. import streams
     streams._barrier[0] = _barrier
     # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
     # still queued are dropped: the program that wanted them has ended).

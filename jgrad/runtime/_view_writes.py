@@ -27,6 +27,7 @@ from ._views import (DEFAULT, Alias, _call, _clock, _fresh, _join, _mark_stale, 
 from ..autograd import function as _function
 from ..autograd.grad_mode import state as _state
 from ..streams import _current_for
+from ..core._dtype import from_np
 
 def _copy_slices_forward(base, w, *off, steps):
     return scatter_chain(base, w, steps, off[0] if off else ())
@@ -257,7 +258,6 @@ class _Shaped:
 
     @property
     def dtype(self):
-        from ..core._dtype import from_np
         return from_np(self._data.dtype)
 
 

@@ -27,14 +27,14 @@ from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 from ..autograd.grad_mode import enable_grad, no_grad
+from ..core._device import get_default_device as _get_default_device
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError"]
 
 
 def _rng_states(args):
     """The default generators of the devices in play and their keys (immutable arrays: kept, not copied)."""
-    from ..core._device import get_default_device
-    devices = {get_default_device()} | {a.device for a in args if isinstance(a, Tensor)}
+    devices = {_get_default_device()} | {a.device for a in args if isinstance(a, Tensor)}
     gens = [_random.default_generator(d) for d in devices]
     return [(g, g._key) for g in gens]
 

@@ -14,6 +14,7 @@ from ...ops.creation import empty
 from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
+from ...autograd.grad_mode import no_grad
 
 __all__ = ["Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "Flatten", "Unflatten", "ReLU", "ReLU6",
            "LeakyReLU", "ELU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softplus", "Softsign", "Softmax", "Softmin",
@@ -95,7 +96,6 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self) -> None:
         if self.padding_idx is not None:
-            from ...autograd.grad_mode import no_grad
             with no_grad():
                 self.weight[self.padding_idx] = 0.0  # __setitem__ writes in place (a slice is a copy)
 
