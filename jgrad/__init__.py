@@ -6,7 +6,7 @@
     >>> x.grad
     tensor([2., 4., 6.])
 
-The public API, re-exports only. It imports jgrad's parts bottom-up (docs/design.md, "Layers"), installs
+The public API, re-exports only. It imports jgrad's parts bottom-up (docs/design.md, "The house"), installs
 the engine's "auto"-mode fast path (``_backward_plan``) once the door exists, and never imports
 ``interop``.
 """

@@ -4,7 +4,7 @@
     >>> for x, y in loader:
     ...     loss = step(x, y)                  # after the first call: one cached XLA executable per call
 
-A compiled function keeps a cache of *programs* (``jgrad._compiled.Program``: the call captured once and
+A compiled function keeps a cache of *programs* (``jgrad.runtime._compiled.Program``: the call captured once and
 replayed) keyed by its *guards*: what changes the program. A call whose guards match an entry replays it; a
 miss captures the call again (a recompile), up to ``config.recompile_limit`` entries per function, past which
 the function warns once, as PyTorch does, and runs eagerly for keys it has not compiled.

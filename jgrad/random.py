@@ -5,7 +5,7 @@ key (``jax.random.split``), so a sequence of draws is reproducible from the
 seed; capture threads the key through the compiled executable.
 
 Imports ``_segment`` (a draw is recorded in "auto" mode), ``_recorder``, ``streams``, ``_dtype`` and
-``_factories`` (``get_state`` returns a tensor); ``_device`` at the call. Never the op library: the
+``_factories`` (``get_state`` returns a tensor) and ``_device``. Never the op library: the
 random ops (``jgrad.ops.random_ops``) are built on this module.
 """
 from __future__ import annotations

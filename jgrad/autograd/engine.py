@@ -17,10 +17,10 @@ with it (``GraphTask``, ``ReadyQueue``, ``InputBuffer``, ``init_to_execute``,
 threads keep engine.cpp's names and order). Splitting it would cut that correspondence, and every part
 shares the GraphTask's state and the thread-local ``_tls``.
 
-Imports ``_tensor``, ``node``, ``grad_mode`` and ``streams_bridge`` (what it needs from streams, installed
-by ``jgrad.streams``); ``anomaly`` and ``_device`` at the calls that need them. Never ``_dispatch``, the
+Imports ``_tensor``, ``_device``, ``node``, ``grad_mode``, ``anomaly`` (it installs its thread-local state
+there) and ``streams_bridge`` (what it needs from streams). Never ``_dispatch``, the
 recorder or the op library: "auto" mode's fast path installs itself (``fast_paths``, Note [Backward
-plans] in ``jgrad/_backward_plan.py``), and ``OpNode`` (``_dispatch``) subclasses ``node.Node``.
+plans] in ``jgrad/runtime/_backward_plan.py``), and ``OpNode`` (``_dispatch``) subclasses ``node.Node``.
 """
 from __future__ import annotations
 
@@ -424,7 +424,7 @@ def _call_post_hooks(fn, outputs, inputs):
 
 
 # Ways to run a whole backward pass other than node by node, tried in order by ``execute``: each
-# returns what ``execute`` would, or NotImplemented. ``jgrad._backward_plan`` installs one (Note
+# returns what ``execute`` would, or NotImplemented. ``jgrad.runtime._backward_plan`` installs one (Note
 # [Backward plans]); the engine never imports it.
 fast_paths: list = []
 

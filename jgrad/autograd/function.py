@@ -1,8 +1,7 @@
 """Custom autograd Functions: ``class F(Function): forward(ctx, ...); backward(ctx, ...)``.
 
-Imports ``_tensor``, ``node``, ``grad_mode`` and ``_factories`` (zeros for ``materialize_grads``);
-``streams`` at the call (a node runs on its forward's stream; streams imports this package when it
-loads).
+Imports ``_tensor``, ``node``, ``grad_mode``, ``_factories`` (zeros for ``materialize_grads``) and
+``streams`` (a node runs on its forward's stream).
 """
 from __future__ import annotations
 
@@ -207,7 +206,7 @@ class Function(metaclass=_FunctionMeta):
         return wrapped[0] if single else tuple(wrapped)
 
 
-# Installed by jgrad._views (views are written through ops, above autograd).
+# Installed by jgrad.runtime._views (views are written through ops, above autograd).
 _custom_output_view = None  # (out, src): out is a view made by a custom Function (of src, or already a view)
 _dirty_view = None          # (view, value): a view marked dirty takes value's history through its base
 MULTIPLE_OUTPUTS_DIRTY_VIEW = ""

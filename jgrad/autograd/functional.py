@@ -5,8 +5,8 @@ differentiates it (``create_graph=True`` keeps the results differentiable). ``jv
 backward trick. ``vectorize=True`` batches the backward passes with ``grad(..., is_grads_batched=True)``
 (the engine run once under ``jgrad.func.vmap``); ``strategy="forward-mode"`` is ``jgrad.func.jacfwd``.
 
-Imports ``_tensor`` and ``grad_mode``; ``jgrad.func`` at the call (the library layer) for forward mode;
-``_stack`` is installed by ``jgrad.func`` (stacking is an op, above autograd).
+Imports ``_tensor`` and ``grad_mode``; ``jgrad.func`` installs ``_stack``, ``_eye`` (ops, above autograd) and
+``_func_jacfwd`` (forward mode, in the library layer).
 """
 from __future__ import annotations
 

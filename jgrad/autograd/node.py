@@ -5,8 +5,7 @@ The shapes follow torch/csrc/autograd/function.h: a Node has ``next_edges``
 ``sequence_nr`` (creation order, the ready queue's priority) and a
 ``topological_nr`` (longest path to a leaf, for pruning in ``grad(inputs=)``).
 
-Imports ``_tensor`` and ``grad_mode``; ``anomaly``, ``_dtype`` and ``streams`` at the calls that need
-them (streams imports this package when it loads, so the current stream is bound on first use).
+Imports ``_tensor``, ``_dtype``, ``streams`` (a node's stream), ``grad_mode`` and ``anomaly``.
 """
 from __future__ import annotations
 
@@ -86,7 +85,7 @@ class Node:
     _post_hooks = None
     _metadata = None
     _anomaly_trace = None
-    _stale_message = None  # a view's history that may not be regenerated: why (jgrad._views)
+    _stale_message = None  # a view's history that may not be regenerated: why (jgrad.runtime._views)
 
     def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
         self.next_edges = next_edges

@@ -7,8 +7,8 @@ addresses, as PyTorch's ``cuda:0`` is a process's first GPU). Virtual CPU device
 A ``MeshDevice`` is the device of tensors distributed over a ``jax.sharding.Mesh`` (DTensors,
 ``jgrad.distributed.tensor``): ops on them run as one SPMD program over the mesh.
 
-Imports nothing of jgrad at module level; ``resolve_devices`` (``_dispatch``'s cold path for an op on
-tensors of several devices) imports ``_tensor`` at the call.
+Imports nothing of jgrad; ``resolve_devices`` (``_dispatch``'s cold path for an op on tensors of several
+devices) looks at tensors through ``Tensor``, which ``_tensor`` installs when it loads.
 """
 from __future__ import annotations
 

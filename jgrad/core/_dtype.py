@@ -1,8 +1,8 @@
 """jgrad dtypes: thin named wrappers over NumPy/JAX dtypes, with PyTorch's names
 and PyTorch's type-promotion rules.
 
-Imports nothing of jgrad at module level; ``set_default_dtype`` imports ``_dispatch`` at the call, to
-drop the compiled kernels (type promotion depends on the default dtype).
+Imports nothing of jgrad; ``set_default_dtype`` runs ``default_dtype_hooks``, where ``runtime._dispatch``
+drops its compiled kernels (type promotion depends on the default dtype).
 """
 from __future__ import annotations
 

@@ -4,11 +4,11 @@ Ops are attached as methods by ``jgrad.ops`` (the op library owns them);
 this module holds only storage, metadata and the autograd-facing methods.
 
 Imports ``_dtype``, ``_device``, ``_tls``, ``_recorder`` (a tensor's storage may be a recorded
-``Buffer``) and ``_factories`` (``Tensor(data)`` converts as the factories do). The tensor is the type
-every layer passes around, so it sits below them; the methods that belong to a higher layer import it
-when they run: ``_dispatch`` (a pending value, host syncs), ``autograd`` (``backward``, hooks),
-``streams`` (``record_stream``), ``_format`` (``repr``) and ``_dlpack`` (``__dlpack__``). Never the op
-library: ``jgrad.ops`` attaches its methods to ``Tensor`` itself.
+``Buffer``), ``_host_copies``, ``_format`` (``repr``), ``_factories`` (``Tensor(data)`` converts as the
+factories do) and ``streams`` (``record_stream``). The tensor is the type every layer passes around, so it
+sits below them and imports none of them: the methods that belong to a higher layer call what that layer
+installs in ``above`` when it loads: the door (a pending value, host syncs), the engine (``backward``,
+hook handles) and DLPack (``__dlpack__``). ``jgrad.ops`` attaches its methods to ``Tensor`` itself.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Tensor:
     """A multi-dimensional array whose storage is an immutable ``jax.Array``.
 
     In-place ops rebind the storage and bump ``_version``; views share their base's storage and version
-    counter, and a write through any of them reaches all (Note [Views] in ``jgrad/_views.py``).
+    counter, and a write through any of them reaches all (Note [Views] in ``jgrad/runtime/_views.py``).
     """
 
     __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_vc", "_device", "_stream", "__weakref__",
@@ -55,7 +55,7 @@ class Tensor:
     _post_acc_hooks = None
     _aval = None  # shape and dtype when _data is None
     _capture = None
-    _alias = None  # where this tensor sits in a storage it shares (jgrad._views.Alias), once aliased
+    _alias = None  # where this tensor sits in a storage it shares (jgrad.runtime._views.Alias), once aliased
     _slot_gen = 0  # bumped when ``t.data = other`` points this tensor at other memory (saved tensors compare it)
 
     # ---- construction --------------------------------------------------
@@ -463,7 +463,7 @@ _UNCOPIED = frozenset({"_grad", "_hooks", "_retains_grad", "_grad_acc", "_post_a
                        "_recorded_streams"})
 
 
-# Installed by jgrad._views (above the tensor: it dispatches the ops that read and write views).
+# Installed by jgrad.runtime._views (above the tensor: it dispatches the ops that read and write views).
 _regenerate = None   # _regenerate(t): give a stale member of a storage its value (and history)
 _alias = None        # _alias(t, own_version): detach() / .data, a tensor without history on t's storage
 _set_data_to = None  # _set_data_to(t, other): t.data = other

@@ -5,8 +5,8 @@ member process (``ProcessGroup._mesh``); one jitted reduction or gather over tha
 collectives across processes (gloo or MPI on CPUs, NCCL on GPUs); each process keeps its shard of the
 result. The tensor is updated in place (its storage rebound, its version bumped), as PyTorch does.
 
-Imports ``_tensor``, ``_device``, ``_dtype``, ``grad_mode`` and ``_process_group``; ``ops.shape``
-(``cat``/``stack``), ``streams`` and ``_device`` at the call.
+Imports ``_tensor``, ``_device``, ``_dtype``, ``grad_mode``, ``_process_group``, ``ops.shape``
+(``cat``/``stack``) and ``streams``.
 """
 from __future__ import annotations
 

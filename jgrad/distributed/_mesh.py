@@ -1,6 +1,6 @@
 """``DeviceMesh`` over a ``jax.sharding.Mesh``; ``init_device_mesh``.
 
-Imports ``_device``, ``_process_group`` and ``_cpu_guard``; ``ops.creation`` at the call.
+Imports ``_device``, ``_process_group``, ``_cpu_guard`` and ``ops.creation``.
 """
 from __future__ import annotations
 

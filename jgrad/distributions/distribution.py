@@ -5,7 +5,7 @@ Shapes are tuples (PyTorch's ``torch.Size`` is a tuple too). Validation (``valid
 PyTorch) checks parameters at construction and values at ``log_prob``: values in host memory at once, values on
 a device at the next host synchronization (``utils.require``).
 
-Imports ``autograd`` (``no_grad``), ``distributions.constraints`` and ``distributions.utils``.
+Imports ``_tensor``, ``autograd`` (``no_grad``), ``distributions.constraints`` and ``distributions.utils``.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian`` and ``vmap`` take a
 jgrad function (tensors in, tensors out) and return one. The function is traced into JAX
-(``jgrad._functional``: tensors wrapping tracers go through jgrad's ops, each a ``jax.jit`` kernel) and
+(``jgrad.func._functional``: tensors wrapping tracers go through jgrad's ops, each a ``jax.jit`` kernel) and
 the matching JAX transform (``jax.grad``, ``jax.vjp``, ``jax.jvp``, ``jax.jacrev``, ``jax.jacfwd``,
 ``jax.hessian``, ``jax.vmap``) runs it; the arrays it returns come back as tensors without history.
 ``vmap`` is JAX's batching (one kernel per op for the whole batch), ``jacfwd`` is forward mode, and

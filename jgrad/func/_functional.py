@@ -14,7 +14,7 @@ on the calling thread (JAX's tracing state is per thread), and random draws adva
 concrete state (``advance_outside_trace``), never a traced one.
 
 Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random`` and ``autograd`` (grad mode): the library layer
-(docs/design.md, "Layers"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
+(docs/design.md, "The house"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
 the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ A module's parameters and buffers are swapped for the given tensors in the ownin
 ``_parameters``/``_buffers`` dicts for the call and put back afterwards (even when the call raises), so
 the module reads them as attributes exactly as it reads its own.
 
-Imports ``nn.module`` and ``_tensor``; ``ops`` at the call (stacking).
+Imports ``nn.module``, ``_tensor`` and ``ops`` (stacking).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Random initialisers draw from ``jgrad.random`` generators (the default one
 unless ``generator=`` is given), through the in-place ops ``uniform_`` and
 ``normal_``.
 
-Imports ``_dispatch`` and ``grad_mode``; ``ops.creation`` and ``ops.random_ops`` at the call.
+Imports ``_dispatch``, ``grad_mode``, ``ops.creation`` and ``ops.random_ops``.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``Parameter`` and ``Buffer``: tensors that a Module registers when assigned as attributes.
 
-Imports ``_tensor``; ``ops.creation`` at the call.
+Imports ``_tensor`` and ``ops.creation``.
 """
 from __future__ import annotations
 

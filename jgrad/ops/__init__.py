@@ -2,7 +2,7 @@
 
 Imports the op families, ``pointwise`` first (the others build on its helpers). Every family imports
 ``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``, plus the families it
-builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad._factories``,
+builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad.core._factories``,
 the factories lower layers call.
 """
 from . import pointwise, pointwise_inplace, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)

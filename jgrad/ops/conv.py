@@ -6,7 +6,7 @@ weights ``(C_out, C_in / groups, *kernel)`` (transposed: ``(C_in, C_out / groups
 Each call is one XLA kernel (``lax.conv_general_dilated``, ``lax.reduce_window``); gradients come
 from ``jax.vjp``. Float32 convolutions follow ``jg.set_float32_matmul_precision`` as matmuls do.
 
-Imports ``_dispatch`` and ``ops.linalg``; ``_dtype`` at the call.
+Imports ``_dispatch``, ``_dtype`` and ``ops.linalg``.
 """
 from __future__ import annotations
 

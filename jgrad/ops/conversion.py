@@ -5,7 +5,7 @@ A transfer runs eagerly (``jax.device_put``): its output is stamped with the tar
 current stream, after a blocking copy that read the source on the source's stream.
 
 Imports ``_dispatch``, ``_tensor``, ``_dtype``, ``autograd.node`` (``InputMetadata``), ``ops._registry`` and
-``ops.pointwise`` (``clone``); ``_device`` and ``streams`` at the call of a transfer.
+``ops.pointwise`` (``clone``), ``_device`` and ``streams`` (a transfer).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Indexing: ``t[index]`` (basic indices are views, ``jgrad._views``; tensors, lists and masks copy),
+"""Indexing: ``t[index]`` (basic indices are views, ``jgrad.runtime._views``; tensors, lists and masks copy),
 ``t[index] = value``, ``narrow``/``select``, ``gather``/``scatter``/``index_select``, ``masked_fill`` and
 ``nonzero``. Indices are checked as PyTorch checks them; values of tensor indices on the device are checked
 there (``_checks``, reported at the next host sync).

@@ -1,7 +1,7 @@
 """Reductions with PyTorch's ``dim``/``keepdim``: sum mean var std prod max min amax amin
 argmax argmin logsumexp norm all any, plus sum_to_size (the broadcast-gradient reducer).
 
-Imports ``_dispatch``, ``_dtype`` and ``ops._registry``; ``_tensor`` and ``ops.pointwise`` at the call.
+Imports ``_dispatch``, ``_dtype``, ``_tensor`` and ``ops._registry``; ``ops.pointwise`` at the call.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Shape ops. The ops PyTorch documents as views return views: tensors on their input's storage
-(``jgrad._views`` makes them, ``jgrad._view_writes`` carries writes through them); the others (``cat``,
+(``jgrad.runtime._views`` makes them, ``jgrad.runtime._view_writes`` carries writes through them); the others (``cat``,
 ``repeat``, ``flip``, a ``reshape`` no strides allow...) copy. Every op here is differentiable through its
 formula or ``jax.vjp``. Indexing is in ``ops.indexing``.
 

@@ -433,7 +433,7 @@ def call_inplace(op, target, *args, **attrs):
     key = tuple(attrs.items()) if attrs else ()
     if target._inference and not _state.inference:
         raise RuntimeError(INFERENCE_INPLACE)
-    if target._alias is not None:  # it shares its storage: the write reaches every view (jgrad._views)
+    if target._alias is not None:  # it shares its storage: the write reaches every view (jgrad.runtime._views)
         return _alias_inplace(op, target, args, key, attrs)
     if target._req and target._grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -445,7 +445,7 @@ INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode i
                      "for more details.")
 
 
-# Installed by jgrad._views (it dispatches ops itself, so it sits above the door).
+# Installed by jgrad.runtime._views (it dispatches ops itself, so it sits above the door).
 _alias_inplace = None  # _alias_inplace(op, target, args, key, attrs): an in-place op on a tensor sharing storage
 _alias_store = None    # _alias_store(t, array): t's new value reaches its storage and the other views
 
@@ -601,7 +601,7 @@ class _Later:
 
 def call_later(op, src, args, attrs, avals):
     """Tensors for ``op(src, *args)`` (outputs of ``avals``) that are recorded but not run: their values come
-    later, when first read (views: ``jgrad._views``). Their node, when grad mode records one, is made now."""
+    later, when first read (views: ``jgrad.runtime._views``). Their node, when grad mode records one, is made now."""
     dev = src._device
     stream = (_overrides[0] and _stream_tls.current.get(dev)) or _default_streams.get(dev) or _current_for(dev)
     if src._req and _state.grad_enabled:

@@ -2,8 +2,8 @@
 
 Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
 with ``_compile``'s helpers, and the background compile worker), ``_segment_fail`` (what a failing one leaves),
-``_segment_info`` (the counts, per structure, and why each was new), ``_device`` and ``_dtype``, and ``streams`` at
-the call that installs the barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
+``_segment_info`` (the counts, per structure, and why each was new), ``_device``, ``_dtype`` and ``streams`` (it
+installs the barrier hook there); nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
 ``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
 Note [Tiered execution]
@@ -14,7 +14,7 @@ on a GPU machine, ~5-10 us on a CPU). In "auto" mode ``_dispatch`` records the k
 a value later. Everything PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes,
 devices, version counters, leaf in-place) still runs at the op's line; only the kernels wait.
 
-One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/_recorder.py``) of the same steps
+One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/core/_recorder.py``) of the same steps
 (kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
 shapes from the same cached ``_eval_shape``, and they share the factories' eager rule, the x64
 scope and the XLA options. What differs is what an argument becomes: a capture's inputs are tensors

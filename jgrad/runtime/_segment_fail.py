@@ -1,6 +1,6 @@
 """What a tiered segment that fails leaves behind: nothing lost (Note [Transactional segments]).
 
-Imports ``_recorder`` and ``_segment_run``; ``streams`` at the call that names where a barrier was. Used by
+Imports ``_recorder`` and ``_segment_run``; ``streams`` (it names where a barrier was). Used by
 ``_segment`` alone.
 
 Note [Transactional segments]

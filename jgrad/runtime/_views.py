@@ -4,7 +4,7 @@ Note [Views]
 ~~~~~~~~~~~~
 What a storage holds. A jax array never changes, so a storage is not memory but a slot: ``Storage.root``,
 a hidden tensor whose value is the newest value of the whole memory (in the shape of the tensor the
-storage was made for). Every tensor on a storage is a member, with its ``Geometry`` (``jgrad._layout``):
+storage was made for). Every tensor on a storage is a member, with its ``Geometry`` (``jgrad.core._layout``):
 the chain of view steps from the root to its value, and PyTorch's sizes/strides/offset. A tensor gets a
 storage only when something first aliases it (a view, ``detach()``, ``.data``, ``untyped_storage()``);
 until then its array is its memory, and nothing on the per-op path changes.
@@ -35,7 +35,7 @@ its own. A saved tensor reads, at backward, what its storage holds when its vers
 When a member writes and no other member is alive, the storage is dropped: the tensor goes back to
 plain rebinding (and its array may again be donated to a compiled step).
 
-This module is the read side (storages, making views, reading them); ``jgrad._view_writes`` the write
+This module is the read side (storages, making views, reading them); ``jgrad.runtime._view_writes`` the write
 side (in-place ops on members, CopySlices, PyTorch's refusals).
 
 Imports ``_layout``, ``_tensor``, ``_recorder``, ``_dispatch``, ``streams`` and ``autograd`` (grad mode,

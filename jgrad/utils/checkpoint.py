@@ -14,7 +14,7 @@ them. There are two forms, as in PyTorch:
 With ``preserve_rng_state`` the recomputation sees the random state of the forward, so dropout draws the
 same mask. The state is the default generator of every device an input is on, plus the default device.
 
-Imports ``autograd``, ``random`` and ``_tensor``.
+Imports ``autograd``, ``random``, ``_device`` and ``_tensor``; ``nn`` at the call.
 """
 from __future__ import annotations
 

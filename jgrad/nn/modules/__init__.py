@@ -3,8 +3,8 @@
 Also the package of PyTorch's class paths (``torch.nn.modules.rnn.LSTM``, ``torch.nn.modules.linear.Linear``,
 ...): its submodules re-export the layers from where jgrad defines them; ``jgrad.nn`` imports them all.
 
-Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and ``ops.creation``;
-``grad_mode`` at the call.
+Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter``, ``ops.creation`` and
+``grad_mode``.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ field). Samplers are drawn lazily (``sampler.py``): a batch pulls only its own i
 and ``pin_memory`` are accepted and ignored: the data is loaded in the calling process (XLA copies host data
 to a device itself).
 
-Imports ``_tensor`` and ``utils.data.dataset``/``sampler``; ``_dtype`` and the op library (``creation``,
-``shape``) at the call.
+Imports ``_tensor``, ``_dtype``, the op library (``creation``, ``shape``) and
+``utils.data.dataset``/``sampler``.
 """
 from __future__ import annotations
 

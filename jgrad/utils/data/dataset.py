@@ -1,8 +1,7 @@
 """Datasets (``torch.utils.data.dataset``): map-style ``Dataset``, ``IterableDataset``, ``TensorDataset``,
 ``ConcatDataset``, ``Subset`` and ``random_split``.
 
-Imports nothing of jgrad at module level; ``random_split`` draws its permutation with the op library
-(``random_ops.randperm``) at the call.
+Imports ``_dtype`` and the op library: ``random_split`` draws its permutation with ``random_ops.randperm``.
 """
 from __future__ import annotations
 

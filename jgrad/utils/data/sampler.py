@@ -7,7 +7,7 @@ default generator, so ``jg.manual_seed`` fixes the order) and draw the indices o
 PCG64 seeded with it: the same seed gives the same indices, and no device work or host read happens per
 batch. The indices are not PyTorch's (its generator is another algorithm).
 
-Imports the op library (``random_ops.randint``) at the call, for the seed.
+Imports ``_dtype`` and the op library (``random_ops.randint``, for the seed).
 """
 from __future__ import annotations
 
