@@ -7,7 +7,7 @@ import, mutation and stream contracts, and docs/interop.md explains them for use
 
 Imports ``jgrad.runtime._dlpack`` only.
 """
-from jgrad.runtime._dlpack import (ALIGNMENT, UnsupportedDTypeError, aligned, buffer_pointer, export_tensor,  # noqa: F401
-                                   from_dlpack, is_tracer, tensor_dlpack_device)
+from jgrad.runtime._dlpack import (ALIGNMENT, UnsupportedDTypeError, aligned, buffer_pointer,  # noqa: F401
+                                   export_tensor, from_dlpack, is_tracer, tensor_dlpack_device)
 
 __all__ = ["from_dlpack", "export_tensor", "tensor_dlpack_device", "UnsupportedDTypeError", "ALIGNMENT"]

@@ -12,14 +12,15 @@ the engine's "auto"-mode fast path (``_backward_plan``) once the door exists, an
 """
 from .core import _dtype
 from .core._device import device, device_count, get_default_device, is_available, set_default_device
-from .core._dtype import (bfloat16, bool, complex64, complex128, double, dtype, float, float16, float32, float64,  # noqa: A004
-                          get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
+from .core._dtype import (bfloat16, bool, complex64, complex128, double, dtype, float, float16,  # noqa: A004
+                          float32, float64, get_default_dtype, half, int8, int16, int32, int64, long,
+                          set_default_dtype, uint8)
 from .core._tensor import Tensor
 from . import autograd
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                        set_grad_enabled)
 from . import ops
-from .runtime import _backward_plan  # noqa: F401  (installs the engine's fast path in "auto" mode; it needs _dispatch's OpNode)
+from .runtime import _backward_plan  # noqa: F401  (installs the engine's "auto"-mode fast path; needs OpNode)
 from .ops import *  # noqa: F401,F403
 from .ops import from_jax, get_float32_matmul_precision, set_float32_matmul_precision
 from .ops.creation import from_numpy
@@ -34,7 +35,7 @@ from .graphs import Graph, graph, graph_pool_handle, make_graphed_callables  # n
 from . import profiler, viz  # noqa: E402  (matplotlib is imported lazily, only to draw)
 from .serialization import load, save  # noqa: E402
 from . import utils  # noqa: E402
-from .runtime._dlpack import from_dlpack  # noqa: E402  (DLPack: the protocol of jgrad tensors; interop/ adapts libraries)
+from .runtime._dlpack import from_dlpack  # noqa: E402  (DLPack, the protocol of jgrad tensors; interop/ adapts)
 from . import accelerator, backends, cuda, onnx  # noqa: E402  (torch.accelerator/backends/cuda/onnx)
 from .func._export import export_stablehlo  # noqa: E402  (jgrad's export: StableHLO through jax.export)
 

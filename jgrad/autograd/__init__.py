@@ -214,5 +214,5 @@ class set_multithreading_enabled:
         return wrapper
 
 
-# The tensor sits below the engine (docs/design.md, "The house"): Tensor.backward() and its hooks' handles come from here.
+# The tensor sits below the engine (docs/design.md, "The house"): Tensor.backward() and hook handles come from here.
 _tensor.above.backward, _tensor.above.RemovableHandle = backward, RemovableHandle

@@ -20,7 +20,7 @@ from ..core._dtype import from_np
 from ..core._tensor import Tensor, write_clock as _write_clock
 from ..streams import _current_for
 from .anomaly import record_forward_trace as _record_forward_trace
-from .grad_mode import state as _state
+from .grad_mode import no_grad as _no_grad, state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
 _sequence_nr = itertools.count()
@@ -273,11 +273,6 @@ _INFERENCE_SAVED = (
 Tensor._inference = False  # True on a tensor made in inference mode (jgrad.autograd.grad_mode.inference_mode)
 Tensor.is_inference = lambda self: self._inference
 Tensor.is_inference.__doc__ = "Whether this tensor was made in inference mode (an inference tensor)."
-
-
-def _no_grad():
-    from .grad_mode import no_grad
-    return no_grad()
 
 
 _SECOND_BACKWARD = (

@@ -17,7 +17,8 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from . import _device as _device_mod, _dtype, _factories, _host_copies  # the factory path (jgrad.ops.creation) owns conversion rules
+from . import _dtype, _factories, _host_copies  # the factory path (jgrad.ops.creation) owns conversion rules
+from . import _device as _device_mod
 from ._device import device as _device_cls, from_jax as _device_from_jax
 from ._format import tensor_repr as _tensor_repr
 from ._tls import state as _grad_state

@@ -14,8 +14,8 @@ on a GPU machine, ~5-10 us on a CPU). In "auto" mode ``_dispatch`` records the k
 a value later. Everything PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes,
 devices, version counters, leaf in-place) still runs at the op's line; only the kernels wait.
 
-One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/core/_recorder.py``) of the same steps
-(kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
+One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/core/_recorder.py``) of
+the same steps (kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
 shapes from the same cached ``_eval_shape``, and they share the factories' eager rule, the x64
 scope and the XLA options. What differs is what an argument becomes: a capture's inputs are tensors
 read afresh at every replay (so it keeps tensor slots, constants and stream regions); a segment's
