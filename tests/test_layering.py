@@ -11,6 +11,7 @@ itself when it loads (``core._tensor.above``, ``graphs.replay_observers``, ...).
 exceptions, each with its reason. ``jgrad`` never imports ``interop``, the adapters to other libraries.
 """
 import ast
+import functools
 import pathlib
 import subprocess
 import sys
@@ -53,8 +54,9 @@ def _module_name(path):
 MODULES = {_module_name(p): p for p in sorted(JGRAD.rglob("*.py"))}
 
 
+@functools.lru_cache(maxsize=None)
 def _imports(name):
-    """[(imported module or name, line, at module level?)] of module ``name``, relative imports resolved."""
+    """((imported module or name, line, at module level?), ...) of module ``name``, relative imports resolved."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     tree = ast.parse(path.read_text(), str(path))
@@ -79,7 +81,7 @@ def _imports(name):
             fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
             if fname in ("import_module", "__import__"):
                 found.append((node.args[0].value, node.lineno, at_top))
-    return found
+    return tuple(found)
 
 
 def _resolve(target):
