@@ -266,8 +266,10 @@ class _Plan:
         storages = self.cap.__dict__.get("storages")
         if storages:  # the graph writes memory that views share: the views it did not bind read the new values
             _view_writes.rebound(storages)
-        for observe in replay_observers:
-            observe(self.span_name, s, t0, time.perf_counter_ns())
+        if replay_observers:
+            t1 = time.perf_counter_ns()
+            for observe in list(replay_observers):  # a profile on another thread may end meanwhile
+                observe(self.span_name, s, t0, t1)
 
     def _arguments(self):
         """The executable's arguments: (state flats, other donated values, kept values, constants)."""
