@@ -176,7 +176,7 @@ def until_hot(fn, calls=3, limit_s=180.0):
     two rounds in a row compiled nothing and the last one ran compiled. Returns the seconds it took.
     """
     import jgrad as jg
-    from jgrad import _segment
+    from jgrad.runtime import _segment
 
     start = time.perf_counter()
     quiet = 0

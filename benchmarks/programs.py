@@ -80,7 +80,7 @@ def _run(lib, name, steps, auto=None):
 def bench(name, steps, repeat):
     import jgrad as jg
     import torch
-    from jgrad import _segment
+    from jgrad.runtime import _segment
 
     rows, fractions = {}, {}
     _programs.PROGRAMS[name](jg, max(2, steps // 4), **SIZES[name])  # the ops' kernels compile (eager mode's)

@@ -196,7 +196,7 @@ def jax_spmd_step(n_devices, kind):
 # ------------------------------------------------------------------------------ main
 def bench(which, args, kind, repeat):
     import jgrad as jg
-    from jgrad import _segment
+    from jgrad.runtime import _segment
 
     if kind == "cpu":  # see the module docstring: in-flight collectives on the CPU
         _segment.background_compile = False

@@ -367,7 +367,7 @@ def bench_chain(args, tdev, repeat, n=100):
 # ---------------------------------------------------------------------------------- cold
 def bench_cold(args, tdev, repeat):
     import jgrad as jg
-    from jgrad import _segment
+    from jgrad.runtime import _segment
 
     W0, B0, X, Y = _mlp_init()
     *_, cold_step = jgrad_mlp(jg, W0, B0, X, Y)

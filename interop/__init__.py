@@ -7,10 +7,10 @@
     >>> print(interop.jax.compare_grad(jgrad_loss, x, w))             # jgrad vs jax.grad vs finite differences
 
 Modules: ``jax``, ``numpy``, ``torch`` (optional), ``cupy`` (optional), one per library, and
-``dlpack``, which re-exports the DLPack protocol of jgrad tensors (it lives in ``jgrad/_dlpack.py``;
+``dlpack``, which re-exports the DLPack protocol of jgrad tensors (it lives in ``jgrad/runtime/_dlpack.py``;
 ``interop.from_dlpack`` is ``jgrad.from_dlpack``). Importing this package never imports torch or cupy.
 
-Layering: interop depends on jgrad (its public API and the DLPack internals of ``jgrad._dlpack``);
+Layering: interop depends on jgrad (its public API and the DLPack internals of ``jgrad.runtime._dlpack``);
 jgrad never imports interop (``tests/test_layering.py`` checks it). Frames of this package count as
 library code, not the user's, where the stream sanitizer names a source line.
 """

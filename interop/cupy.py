@@ -12,16 +12,16 @@ on the GPU) and refused with ``BufferError`` when ``copy=False``.
 ``from_cupy(x)``: a jgrad tensor sharing ``x``'s memory; non-contiguous views
 are copied (``copy=None``/``True``) or refused (``copy=False``).
 
-Mutation semantics are those of jgrad's DLPack protocol (``jgrad/_dlpack.py``): jgrad's in-place ops never
+Mutation semantics are those of jgrad's DLPack protocol (``jgrad/runtime/_dlpack.py``): jgrad's in-place ops never
 write into the shared buffer (``t.add_(1)`` leaves a ``to_cupy(t)`` array as it
 was); CuPy can, and jgrad then sees the change, which is unsafe because JAX
 assumes immutability: pass ``copy=True`` for arrays CuPy will modify.
 
-Imports ``jgrad._dlpack`` and ``interop.numpy``; cupy at the call (``_cupy()``), never at import.
+Imports ``jgrad.runtime._dlpack`` and ``interop.numpy``; cupy at the call (``_cupy()``), never at import.
 """
 from __future__ import annotations
 
-from jgrad._dlpack import _exportable, from_dlpack
+from jgrad.runtime._dlpack import _exportable, from_dlpack
 
 __all__ = ["to_cupy", "from_cupy"]
 

@@ -81,12 +81,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jgrad import _dtype
-from jgrad._device import from_jax as _device_from_jax, get_default_device
-from jgrad._recorder import Buffer as _Buffer
-from jgrad._tensor import Tensor
+from jgrad.core import _dtype
+from jgrad.core._device import from_jax as _device_from_jax, get_default_device
+from jgrad.core._recorder import Buffer as _Buffer
+from jgrad.core._tensor import Tensor
 
-from jgrad._dlpack import _exportable, _place, _wrap_imported, is_tracer
+from jgrad.runtime._dlpack import _exportable, _place, _wrap_imported, is_tracer
 
 __all__ = ["to_jax", "from_jax", "functionalize", "compare_grad", "GradReport", "GradRow"]
 
@@ -109,7 +109,7 @@ def from_jax(a, *, device=None, copy=None, requires_grad=False) -> Tensor:
     storage is the tracer, on jgrad's default device (or ``device``): jgrad
     ops then trace into the surrounding JAX computation.
     """
-    from jgrad._device import device as _jg_device
+    from jgrad.core._device import device as _jg_device
     if isinstance(a, Tensor):
         raise TypeError("interop.jax.from_jax(): got a jgrad Tensor; it is already a tensor (use t.detach())")
     if not isinstance(a, jax.Array):

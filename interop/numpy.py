@@ -15,17 +15,17 @@ Mutation: if NumPy writes into an array jgrad imported zero copy, the tensor
 sees the new values. JAX assumes its buffers never change, so this is unsafe:
 pass ``copy=True`` to ``from_numpy`` for arrays you will keep writing to.
 
-Imports ``jgrad._dlpack`` (the NumPy path of ``from_dlpack``), ``jgrad._dispatch`` (``to_numpy`` is a
-host sync) and ``jgrad._device``.
+Imports ``jgrad.runtime._dlpack`` (the NumPy path of ``from_dlpack``), ``jgrad.runtime._dispatch`` (``to_numpy`` is a
+host sync) and ``jgrad.core._device``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from jgrad import _dispatch
-from jgrad._device import device as _jg_device
+from jgrad.runtime import _dispatch
+from jgrad.core._device import device as _jg_device
 
-from jgrad._dlpack import ALIGNMENT, _exportable, _import_numpy
+from jgrad.runtime._dlpack import ALIGNMENT, _exportable, _import_numpy
 
 __all__ = ["to_numpy", "from_numpy", "empty_aligned"]
 

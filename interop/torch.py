@@ -48,16 +48,16 @@ Mutation semantics
     graph is kept until the torch graph is freed, so ``retain_graph=True``
     works. Non-tensor arguments pass through to ``fn`` unchanged.
 
-Imports ``jgrad._tensor`` and ``jgrad._dlpack``; torch at the call (``_torch()``), never at import.
+Imports ``jgrad.core._tensor`` and ``jgrad.runtime._dlpack``; torch at the call (``_torch()``), never at import.
 """
 from __future__ import annotations
 
 import functools
 from collections import OrderedDict
 
-from jgrad._tensor import Tensor
+from jgrad.core._tensor import Tensor
 
-from jgrad._dlpack import _exportable, from_dlpack
+from jgrad.runtime._dlpack import _exportable, from_dlpack
 
 __all__ = ["to_torch", "from_torch", "from_torch_state_dict", "to_torch_state_dict", "wrap"]
 
@@ -89,7 +89,7 @@ def from_torch(x, *, device=None, copy=None):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"interop.torch.from_torch(): expected a torch.Tensor, got {type(x).__name__}")
     # Conjugate and negative views are resolved (copied) on the way, or refused with copy=False: DLPack
-    # carries no lazy bits, and torch exports a negative view's unresolved buffer (jgrad/_dlpack.py).
+    # carries no lazy bits, and torch exports a negative view's unresolved buffer (jgrad/runtime/_dlpack.py).
     return from_dlpack(x.detach(), device=device, copy=copy)
 
 

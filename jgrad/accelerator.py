@@ -12,8 +12,8 @@ Imports ``_accelerators``, ``_device`` and ``streams``.
 """
 from __future__ import annotations
 
-from . import _accelerators as _acc
-from . import _device
+from .core import _accelerators as _acc
+from .core import _device
 from . import streams as _streams
 
 __all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "current_device_idx",

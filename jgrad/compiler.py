@@ -4,7 +4,7 @@
     >>> for x, y in loader:
     ...     loss = step(x, y)                  # after the first call: one cached XLA executable per call
 
-A compiled function keeps a cache of *programs* (``jgrad._compiled.Program``: the call captured once and
+A compiled function keeps a cache of *programs* (``jgrad.runtime._compiled.Program``: the call captured once and
 replayed) keyed by its *guards*: what changes the program. A call whose guards match an entry replays it; a
 miss captures the call again (a recompile), up to ``config.recompile_limit`` entries per function, past which
 the function warns once, as PyTorch does, and runs eagerly for keys it has not compiled.
@@ -23,8 +23,8 @@ whose optimizer has a parameter without state. A host read inside the function (
 raises ``Unsupported`` instead). A capture that fails for another reason (the compile itself) warns and
 runs eagerly too; nothing the capture touched is left changed.
 
-Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor`` and ``autograd.grad_mode``;
-``nn`` and ``optim`` at the call (to recognise modules and optimizers).
+Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor``, ``autograd.grad_mode``, ``nn`` and
+``optim`` (to recognise modules and optimizers); installs ``Module.compile``'s compiler into ``nn.module``.
 """
 from __future__ import annotations
 
@@ -35,11 +35,15 @@ import weakref
 
 import jax
 
-from . import _compiled, _dtype, _format
-from ._capture import CaptureError
-from ._tensor import Tensor
+from .runtime import _compiled, _dispatch
+from .core import _dtype, _format
+from .runtime._capture import CaptureError
+from .core._tensor import Tensor
 from .autograd.grad_mode import state as _grad_state
 from .streams import active_captures
+from .core._device import get_default_device
+from .nn import Module as _Module, module as _nn_module
+from .optim import Optimizer as _Optimizer
 
 __all__ = ["compile", "reset", "is_compiling", "config", "Unsupported", "FailOnRecompileLimitHit",
            "InvalidBackend"]
@@ -94,7 +98,6 @@ def reset() -> None:
 
 def _repr_is_a_host_read(t):
     if is_compiling():
-        from . import _dispatch
         _dispatch.host_sync(t, "Printing a tensor (Tensor.__repr__)")
 
 
@@ -223,9 +226,7 @@ class CompiledFunction:
 
 
 def _modules_and_optimizers():
-    from .nn import Module
-    from .optim import Optimizer
-    return Module, Optimizer
+    return _Module, _Optimizer
 
 
 def _watched(fn, flat, globs, names):
@@ -346,7 +347,6 @@ def _device_of(flat, watched):
             return x._device
     for t in _leaves(flat, watched):
         return t._device
-    from ._device import get_default_device
     return get_default_device()
 
 
@@ -373,8 +373,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="induc
     Module, _ = _modules_and_optimizers()
     b = "inductor" if backend is None else backend
     if isinstance(model, Module):
-        from .nn.module import OptimizedModule
-        return OptimizedModule(model, CompiledFunction(model.__call__, fullgraph, mode, b))
+        return _nn_module.OptimizedModule(model, CompiledFunction(model.__call__, fullgraph, mode, b))
     return CompiledFunction(model, fullgraph, mode, b)
 
 
@@ -397,3 +396,6 @@ def _check_args(fullgraph, dynamic, backend, mode):
 def list_backends():
     """The backend names ``jg.compile`` accepts."""
     return list(_BACKENDS)
+
+
+_nn_module._compile = compile  # Module.compile(): nn sits below the compiler

@@ -5,7 +5,7 @@ device (``current_device``/``set_device``/``device(i)``) is the one an index-les
 whole process. ``Stream`` is ``jgrad.Stream`` on the current GPU by default; ``Event``, ``graph``,
 ``CUDAGraph``, ``stream``, ``set_stream``, ``graph_pool_handle`` and ``make_graphed_callables`` are jgrad's
 own (streams and capture work on every device). Seeds go to the GPUs' default generators; memory statistics
-come from XLA's allocator (``jgrad._accelerators``). Without a GPU, the functions that need one raise
+come from XLA's allocator (``jgrad.core._accelerators``). Without a GPU, the functions that need one raise
 ``RuntimeError("No CUDA GPUs are available")``; ``manual_seed``/``manual_seed_all`` do nothing and the
 memory statistics are ``{}``/0, as PyTorch's are before CUDA starts.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _accelerators as _acc
+from .core import _accelerators as _acc
 from . import random as _random
 from . import streams as _streams
 from .graphs import Graph as CUDAGraph, graph, graph_pool_handle, make_graphed_callables  # noqa: F401

@@ -16,8 +16,8 @@ advances the random generators it drew from.
 
 Imports ``_capture`` (the recording), ``_compile`` (the executable and its cache), ``_recorder``,
 ``_segment``, ``_checks`` (captured checks are re-armed by each replay), ``_dispatch`` (the sanitizer's
-view of a replay), ``streams`` and ``profiler``; ``_graphed`` at the call of ``make_graphed_callables``.
-Never the op library.
+view of a replay) and ``streams``. Never the op library, nor the tools above it: ``jgrad.profiler`` observes
+replays through ``replay_observers``, and ``jgrad.runtime._graphed`` installs ``make_graphed_callables``.
 """
 from __future__ import annotations
 
@@ -25,14 +25,17 @@ import itertools
 import operator
 import time
 
-from . import _capture, _checks, _compile, _dispatch, _recorder, _segment, _view_writes, profiler as _profiler
-from ._recorder import Buffer as _Buffer
-from ._capture import CaptureError  # noqa: F401
-from ._compile import cache_clear, cache_info  # noqa: F401
-from ._segment import SegmentCacheInfo, StructureInfo, segment_cache_clear, segment_cache_info  # noqa: F401
+from .runtime import _capture, _checks, _compile, _dispatch, _segment, _view_writes
+from .core import _recorder
+from .core._recorder import Buffer as _Buffer
+from .runtime._capture import CaptureError  # noqa: F401
+from .runtime._compile import cache_clear, cache_info  # noqa: F401
+from .runtime._segment import SegmentCacheInfo, StructureInfo, segment_cache_clear, segment_cache_info  # noqa: F401
 from .streams import Stream, active_captures, current_stream, default_stream, stream as _stream_ctx
 from .streams import _current_for
-from ._dtype import x64_scope
+from .core._dtype import x64_scope
+from .streams import _tls
+from .core._device import device as _device, get_default_device as _get_default_device
 
 __all__ = ["Graph", "graph", "graph_pool_handle", "make_graphed_callables", "CaptureError", "cache_info",
            "cache_clear"]
@@ -53,6 +56,10 @@ class _PoolHandle:
 
 
 _pool_ids = itertools.count()
+
+# Called after each replay with (span name, stream, start ns, end ns): jgrad.profiler adds ``record_span`` while
+# a profile is active (the tools sit above capture).
+replay_observers: list = []
 
 
 def graph_pool_handle() -> _PoolHandle:
@@ -260,8 +267,10 @@ class _Plan:
         storages = self.cap.__dict__.get("storages")
         if storages:  # the graph writes memory that views share: the views it did not bind read the new values
             _view_writes.rebound(storages)
-        if _profiler._active:
-            _profiler.record_span(self.span_name, s, t0, time.perf_counter_ns())
+        if replay_observers:
+            t1 = time.perf_counter_ns()
+            for observe in list(replay_observers):  # a profile on another thread may end meanwhile
+                observe(self.span_name, s, t0, t1)
 
     def _arguments(self):
         """The executable's arguments: (state flats, other donated values, kept values, constants)."""
@@ -314,7 +323,6 @@ def _all_tensors(sources):
 
 
 def _capturing_stream():
-    from .streams import _tls
     s = current_stream()
     if s is default_stream(s.device):
         others = [o for o in _tls.current.values() if o is not default_stream(o.device)]
@@ -329,8 +337,7 @@ def _capture_device():
     PyTorch's ``torch.cuda.graph`` always captures CUDA work; jgrad's default device is the CPU
     even on a GPU machine, so a GPU, when there is one, is what a capture is for.
     """
-    from ._device import device as _device, get_default_device
-    dev = get_default_device()
+    dev = _get_default_device()
     if dev.type == "cpu":
         import jax
         try:
@@ -402,5 +409,8 @@ def make_graphed_callables(callables, sample_args):
     See ``jgrad.graphs`` and PyTorch's ``torch.cuda.make_graphed_callables``:
     the same arguments, constraints and error messages.
     """
-    from ._graphed import make_graphed_callables as impl
-    return impl(callables, sample_args)
+    return _graphed_impl[0](callables, sample_args)
+
+
+# make_graphed_callables builds on Graph: jgrad.runtime._graphed installs it when it loads.
+_graphed_impl: list = [None]

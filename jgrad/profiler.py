@@ -15,8 +15,8 @@ adds a user span on the current stream, and ``record_span(...)`` lets other
 jgrad modules (graph replay) add spans; both are no-ops when nothing is
 being profiled.
 
-Imports nothing of jgrad at module level (``graphs`` imports it); ``autograd.engine`` (its node
-observers), ``streams`` and ``viz`` (labels and colours) at the call.
+Imports ``autograd.engine`` (its node observers), ``graphs`` (its replay observers), ``streams`` and
+``viz`` (labels and colours): a tool at the top, which the layers below never import.
 """
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ import contextlib
 import json
 import threading
 import time
+
+from . import graphs as _graphs
+from .autograd import engine
+from .streams import current_stream
+from .viz import _PALETTE, stream_label
 
 __all__ = ["profile", "record_function", "record_span", "ProfilerEvent"]
 
@@ -62,7 +67,6 @@ class ProfilerEvent:
 
 def _stream_info(stream, device=None):
     """(label, id, device name) of a stream (None: the node had none)."""
-    from .viz import stream_label
     if stream is None:
         return "no stream", None, str(device) if device is not None else "cpu"
     return stream_label(stream), stream.id, str(stream.device)
@@ -88,7 +92,6 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
 
     # -- the context ----------------------------------------------------------------
     def __enter__(self):
-        from .autograd import engine
         if self._running:
             raise RuntimeError("This profile is already running; a profile object can be entered only once at a time.")
         self.events = []
@@ -97,16 +100,19 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         self._running = True
         with _active_lock:
             _active.append(self)
+            if record_span not in _graphs.replay_observers:
+                _graphs.replay_observers.append(record_span)
         engine.node_observers.append(self)
         return self
 
     def __exit__(self, *exc):
-        from .autograd import engine
         try:
             _remove(engine.node_observers, self)
         finally:
             with _active_lock:
                 _remove(_active, self)
+                if not _active:
+                    _remove(_graphs.replay_observers, record_span)
             self._running = False
             self.end_ns = _now()
             with self._lock:
@@ -228,7 +234,6 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         User and replay spans get hatched bars on rows of their own, coloured as their stream.
         """
         import matplotlib.pyplot as plt
-        from .viz import _PALETTE
         events = self._snapshot()
         made = ax is None
         if made:
@@ -293,7 +298,6 @@ class record_function(contextlib.ContextDecorator):  # noqa: N801 - named like t
 
     def __enter__(self):
         if _active:
-            from .streams import current_stream
             stack = getattr(self._starts, "stack", None)
             if stack is None:
                 stack = self._starts.stack = []

@@ -5,7 +5,7 @@ key (``jax.random.split``), so a sequence of draws is reproducible from the
 seed; capture threads the key through the compiled executable.
 
 Imports ``_segment`` (a draw is recorded in "auto" mode), ``_recorder``, ``streams``, ``_dtype`` and
-``_factories`` (``get_state`` returns a tensor); ``_device`` at the call. Never the op library: the
+``_factories`` (``get_state`` returns a tensor) and ``_device``. Never the op library: the
 random ops (``jgrad.ops.random_ops``) are built on this module.
 """
 from __future__ import annotations
@@ -15,18 +15,19 @@ import threading
 import jax
 import numpy as np
 
-from . import _factories, _segment
-from ._dtype import x64_scope as _x64_scope
-from ._recorder import Buffer as _Buffer
+from .core import _factories
+from .runtime import _segment
+from .core._dtype import x64_scope as _x64_scope
+from .core._recorder import Buffer as _Buffer
 from .streams import _current_for
+from .core._device import device as _device, get_default_device as _get_default_device
 
 
 class Generator:
     """A PRNG state: ``Generator(device=None).manual_seed(s)``."""
 
     def __init__(self, device=None):
-        from ._device import device as _device, get_default_device
-        self.device = _device(device) if device is not None else get_default_device()
+        self.device = _device(device) if device is not None else _get_default_device()
         self._lock = threading.Lock()
         self._seed = 0
         self._key = None
@@ -112,8 +113,7 @@ _default_generators: dict = {}
 
 def default_generator(device=None) -> Generator:
     """The default generator of ``device`` (the default device when None)."""
-    from ._device import device as _device, get_default_device
-    dev = _device(device) if device is not None else get_default_device()
+    dev = _device(device) if device is not None else _get_default_device()
     gen = _default_generators.get(dev)
     if gen is None:
         gen = _default_generators[dev] = Generator(dev)

@@ -14,8 +14,9 @@ clocks; the host has a clock too, which ``synchronize`` joins and which every
 stream inherits when the host issues work on it. An access on S is ordered
 after a write at (W, t) iff ``S._vc[W] >= t``.
 
-Imports ``_device``. At import it installs its engine behaviour into ``autograd.streams_bridge`` (the
-engine never imports this module). It never imports the door, the recorder or the op library: tiered
+Imports ``_device``: the streams sit in the bottom layer, under the engine, which installs their
+behaviour (``_EngineStreams``) into ``autograd.streams_bridge``. They never import the door, the recorder,
+the engine or the op library: tiered
 execution's barrier and the deferred checks reach it through hooks they install (``_barrier``,
 ``_sync_hooks``).
 """
@@ -28,12 +29,12 @@ import threading
 import time
 import weakref
 
-from ._device import device as _device, get_default_device
+from .core._device import device as _device, get_default_device
 
 _ids = itertools.count(1)
 _PRUNE_EVERY = 1024
 
-# Tiered execution (jgrad._segment installs it): run the pending work of a device (None: of every device)
+# Tiered execution (jgrad.runtime._segment installs it): run the pending work of a device (None: of every device)
 # before the host waits on, or asks about, a stream's work. Streams never import the dispatch layer.
 _barrier = [lambda device: None]
 
@@ -355,7 +356,7 @@ def _tick(s: Stream) -> int:
 active_captures: list = []
 
 
-# Run at every host synchronization (a value read, synchronize()): jgrad._checks installs the report of
+# Run at every host synchronization (a value read, synchronize()): jgrad.runtime._checks installs the report of
 # pending device-side checks (Note [Deferred checks]). Streams never import the layers above them.
 _sync_hooks: list = []
 
@@ -552,11 +553,3 @@ class _Null:
 
 
 _NULL = _Null()
-
-
-def _install():
-    from .autograd import streams_bridge
-    streams_bridge.install(_EngineStreams)
-
-
-_install()

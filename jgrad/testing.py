@@ -13,8 +13,8 @@ import numbers
 
 import numpy as np
 
-from . import _dtype
-from ._tensor import Tensor
+from .core import _dtype
+from .core._tensor import Tensor
 
 __all__ = ["assert_close"]
 

@@ -15,12 +15,15 @@ backward; its fill colour is the stream its forward ran on (so its backward
 runs there too), with a legend. The result shows inline in Jupyter
 (``_repr_svg_``) and can be written to a file with ``save(path)``.
 
-Imports nothing of jgrad at module level; ``_tensor``, ``autograd.node`` and ``streams`` at the call
-that draws.
+Imports ``_tensor``, ``autograd.node`` and ``streams``.
 """
 from __future__ import annotations
 
 from xml.sax.saxutils import escape as _escape
+
+from .autograd.node import Node, SavedVariable, gradient_edge
+from .core._tensor import Tensor
+from .streams import default_stream
 
 __all__ = ["draw_graph", "GraphPicture"]
 
@@ -56,7 +59,6 @@ def stream_label(stream) -> str:
     if stream is None:
         return "no stream"
     try:
-        from .streams import default_stream
         if default_stream(stream.device) is stream:
             return f"{stream.device} default"
     except Exception:  # noqa: BLE001 - a label only
@@ -70,7 +72,6 @@ def _saved_of(node):
     OpNode keeps ``saved``/``saved_out`` (SavedVariable lists, None once freed);
     a custom Function keeps them on ``ctx._saved``.
     """
-    from .autograd.node import SavedVariable
     entries = []
     freed = False
     if hasattr(node, "op") and hasattr(node, "saved"):  # OpNode
@@ -102,8 +103,6 @@ def _saved_of(node):
 
 def _roots_of(obj):
     """(root nodes, output labels) for a tensor, a Node, or a list/tuple of them."""
-    from ._tensor import Tensor
-    from .autograd.node import Node, gradient_edge
     items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
     roots, outputs = [], []
     for i, it in enumerate(items):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import jgrad as jg
-from jgrad._dtype import x64_scope
+from jgrad.core._dtype import x64_scope
 
 # Few examples, no deadline, no shrinking: every new shape compiles kernels (XLA), which is slow-ish.
 # CI runs the suite in a few minutes on 2 cores; JGRAD_TEST_THOROUGH=1 draws twice as many examples.

@@ -8,7 +8,8 @@ import time
 import numpy as np
 
 import jgrad as jg
-from jgrad import _segment, _segment_run, nn
+from jgrad.runtime import _segment, _segment_run
+from jgrad import nn
 
 F = nn.functional
 REAL_RUNNER, REAL_COMPILE = _segment_run.runner, _segment_run.compile_segment

@@ -38,7 +38,7 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 
-from jgrad import _kernel_cache  # noqa: E402
+from jgrad.runtime import _kernel_cache  # noqa: E402
 
 # The suite is one process running thousands of distinct kernels, far more than a program does: keep every
 # compiled kernel, or later tests would compile again what earlier ones dropped (tests/test_failsafe.py
@@ -79,7 +79,7 @@ def _gpu_harness():
     if not [d for d in jax.devices() if d.platform == "gpu"]:
         raise pytest.UsageError("JGRAD_TEST_DEVICE=gpu, but JAX sees no GPU")
     import jgrad as jg
-    from jgrad._tensor import Tensor
+    from jgrad.core._tensor import Tensor
     jg.set_default_device("gpu")
     real_numpy = Tensor.numpy
 

@@ -62,7 +62,7 @@ def test_detect_anomaly_nan_in_builtin_node_shows_forward_trace():
     assert len(errs) == 1
     assert errs[0].startswith("Error detected in MulBackward0. Traceback of forward call that caused the error:\n")
     assert "a = x * float(\"inf\")" in errs[0]  # the forward line of the culprit, not of another node
-    assert "test_anomaly.py" in errs[0] and "jgrad/_dispatch.py" not in errs[0]
+    assert "test_anomaly.py" in errs[0] and "jgrad/runtime/_dispatch.py" not in errs[0]
     assert errs[0] in "\n".join(getattr(info.value, "__notes__", []))  # also on the exception
     assert not A.is_anomaly_enabled()
 

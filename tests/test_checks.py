@@ -1,4 +1,4 @@
-"""Out-of-range indices raise PyTorch's error (Note [Deferred checks] in jgrad/_checks.py).
+"""Out-of-range indices raise PyTorch's error (Note [Deferred checks] in jgrad/runtime/_checks.py).
 
 Indices already in host memory are checked at the op. Indices that are pending work ("auto" mode) or on
 a GPU are checked beside the kernel and reported at the next host synchronization.
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import jgrad as jg
-from jgrad import _checks
+from jgrad.runtime import _checks
 
 torch = pytest.importorskip("torch")
 F = jg.nn.functional

@@ -285,7 +285,7 @@ def test_inplace_argument_views_and_failed_compile(monkeypatch):
         np.testing.assert_array_equal(_np(base), [[0, 0, 0], [k, k, k]])
         np.testing.assert_array_equal(_np(out), [2 * k] * 3)
     assert _programs(cf) == 1
-    from jgrad import _compile
+    from jgrad.runtime import _compile
 
     def broken(*args, **kwargs):
         raise RuntimeError("XLA compilation failed (simulated)")

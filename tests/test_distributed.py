@@ -466,7 +466,7 @@ def test_capture_of_a_ddp_step_is_one_spmd_executable(mesh):
 
 
 def test_tiered_execution_compiles_a_ddp_step_into_one_spmd_executable(mesh):
-    from jgrad import _segment
+    from jgrad.runtime import _segment
     batches = _batches(6, seed=2)
     with jg.execution_mode("eager"):
         want_losses, want_params = _ddp_eager_losses(mesh, batches, seed=10)

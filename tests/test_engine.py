@@ -295,7 +295,7 @@ def test_calling_a_node_directly():
 def test_next_functions_follow_the_ops_inputs():
     # PyTorch: `x * 2` keeps an edge for the scalar, `x.clamp(0, 1)` has none for its bounds;
     # an op declares its graph inputs with Op(edge_args=...), the kernel stays positional.
-    from jgrad._dispatch import Op, call
+    from jgrad.runtime._dispatch import Op, call
 
     x = leaf([0.5, 2.0])
     assert [(type(n).__name__ if n is not None else None, i) for n, i in (x * 2).grad_fn.next_functions] == \
@@ -1157,7 +1157,7 @@ def _count_primitive(jaxpr, name):
 @pytest.mark.x64  # its jax reference is float64
 def test_grad_trimming_skips_the_weight_gradient_matmul(monkeypatch):
     # PR 82544: task_should_compute_output / exec_info trimming
-    from jgrad._dispatch import Op
+    from jgrad.runtime._dispatch import Op
     from jgrad.ops.linalg import LINEAR
 
     runs = []

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import jgrad as jg
-from jgrad import _backward_plan, _host_copies, _segment, nn
+from jgrad.runtime import _backward_plan, _segment
+from jgrad.core import _host_copies
+from jgrad import nn
 
 pytestmark = pytest.mark.one_execution_mode
 
@@ -231,7 +233,7 @@ def test_scalar_results_are_read_from_their_pinned_host_copy(tiers, monkeypatch)
 
 
 def test_host_copies_that_do_not_compile_are_dropped(tiers, monkeypatch):
-    from jgrad import _segment_run
+    from jgrad.runtime import _segment_run
 
     monkeypatch.setattr(_segment, "host_copies", True)
     real = _segment_run.compile_segment

@@ -1,5 +1,5 @@
-"""A failure never costs state (Note [Transactional segments] in jgrad/_segment_fail.py, Note [Deferred checks]
-in jgrad/_checks.py): a barrier that fails rolls back or completes, a device-side check that fails keeps the
+"""A failure never costs state (Note [Transactional segments] in jgrad/runtime/_segment_fail.py, Note [Deferred checks]
+in jgrad/runtime/_checks.py): a barrier that fails rolls back or completes, a device-side check that fails keeps the
 in-place writes from happening, reports go to the thread that issued the op, and shape churn stays under the
 cache bounds. Checkpoints: tests/test_serialization.py.
 """
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import jgrad as jg
-from jgrad import _checks, _kernel_cache, _segment, _segment_run, nn
+from jgrad.runtime import _checks, _kernel_cache, _segment, _segment_run
+from jgrad import nn
 
 torch = pytest.importorskip("torch")
 F = nn.functional

@@ -305,7 +305,7 @@ def test_side_stream_region_lowers_to_one_annotated_call_with_a_flat_body():
     import jax
     import jax.numpy as jnp
 
-    from jgrad._compile import _on_stream
+    from jgrad.runtime._compile import _on_stream
 
     kernel = jax.jit(lambda a: jnp.tanh(a) * 2.0)  # an op's own cached jit, as in a captured trace
 
@@ -323,7 +323,7 @@ def test_side_stream_region_lowers_to_one_annotated_call_with_a_flat_body():
 
 def test_only_captures_with_side_stream_regions_compile_with_concurrent_command_buffers():
     # XLA serializes a CUDA graph's kernels by default: a region on another stream would not overlap.
-    from jgrad import _compile
+    from jgrad.runtime import _compile
 
     assert _compile.compiler_options(on_gpu=False, side_stream_regions=True) is None
     one = _compile.compiler_options(on_gpu=True, side_stream_regions=False) or {}
@@ -508,7 +508,7 @@ def test_raw_api_captures_on_the_one_non_default_current_stream_of_another_devic
 
 
 def test_long_compiles_report_progress_on_stderr(monkeypatch, capsys):
-    from jgrad import _compile
+    from jgrad.runtime import _compile
     monkeypatch.setattr(_compile, "progress_after", 0.0)
     jg.graphs.cache_clear()  # compiled afresh even when the other execution mode's run compiled it
     g = jg.Graph()
@@ -582,7 +582,7 @@ def test_captured_backward_on_a_device_with_its_own_engine_thread():
 
 def _packed(t):
     """Whether ``t`` still holds a packed replay output that nobody has read (see _recorder.Packed)."""
-    from jgrad._recorder import Buffer
+    from jgrad.core._recorder import Buffer
     return type(t._data) is Buffer and t._data.packed is not None and t._data._val is None
 
 
@@ -713,7 +713,7 @@ def test_a_failed_replay_leaves_the_packed_state_usable():
 
 def test_only_small_outputs_come_back_packed():
     # Packing copies an output on the device; for a large one that costs more than the output saves.
-    from jgrad import _capture
+    from jgrad.runtime import _capture
 
     x = jg.ones(4)
     g = jg.Graph()

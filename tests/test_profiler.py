@@ -157,3 +157,16 @@ def test_nested_profiles_and_reentrant_backward_both_record():
     outer_sum = next(e for e in outer.events if e.name == "SumBackward0" and e.task_id is not None)
     nested = [e for e in outer.events if e.task_id != outer_sum.task_id]
     assert all(outer_sum.start_ns <= e.start_ns and e.end_ns <= outer_sum.end_ns for e in nested)
+
+
+@pytest.mark.one_execution_mode
+def test_a_graph_replay_is_a_span_of_the_active_profile_only():
+    g, x = jg.Graph(), jg.ones(3)
+    with jg.graph(g):
+        y = x * 2
+    with jg.profiler.profile() as prof:
+        g.replay()
+    rep = [e for e in prof.events if e.kind == "replay"]
+    assert len(rep) == 1 and rep[0].duration_ns >= 0 and y.tolist() == [2.0, 2.0, 2.0]
+    assert jg.graphs.replay_observers == []  # nothing observes replays once no profile is active
+    g.replay()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jgrad as jg
-from jgrad import _segment
+from jgrad.runtime import _segment
 
 from tests import _programs
 

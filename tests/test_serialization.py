@@ -372,3 +372,25 @@ def test_zip_bombs_are_refused_before_inflating(monkeypatch):
     with pytest.raises(RuntimeError, match=f"^{_DAMAGED}its manifest would inflate .* to {1 << 29} bytes \\(a zip bomb\\)$"):
         jg.load(io.BytesIO(bytes(data)))
     assert opened == []
+
+
+@pytest.mark.one_execution_mode
+def test_pickles_naming_the_private_modules_before_they_moved_still_load(tmp_path):
+    """A checkpoint written before jgrad's private modules moved into packages names a dtype as
+    ``jgrad._dtype._from_name``: it loads, by default and with ``weights_only=False``."""
+    path = tmp_path / "old.pt"
+    jg.save({"args": argparse.Namespace(dt=jg.float32)}, path)
+    with zipfile.ZipFile(path) as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    manifest = json.loads(entries["jgrad/manifest.json"])
+    (_, value), = manifest["root"]["dict"]
+    pickled = value["pickle"]
+    old = b"cargparse\nNamespace\n)\x81}(Vdt\ncjgrad._dtype\n_from_name\n(Vfloat16\ntRub."
+    entries[pickled["key"]], pickled["size"] = old, len(old)
+    entries["jgrad/manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(path, "w") as z:
+        for n, b in entries.items():
+            z.writestr(n, b)
+    assert jg.load(path, weights_only=False)["args"].dt is jg.float16
+    with jg.serialization.safe_globals([argparse.Namespace]):
+        assert jg.load(path)["args"].dt is jg.float16

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import jgrad as jg
-from jgrad import _segment, nn
+from jgrad.runtime import _segment
+from jgrad import nn
 from jgrad.nn import functional as F
 from conftest import TEST_DEVICE
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 import jax  # noqa: E402
 
 import jgrad as jg  # noqa: E402
-from jgrad import _accelerators  # noqa: E402
+from jgrad.core import _accelerators  # noqa: E402
 
 
 def _same_error(fn_jg, fn_torch):

@@ -452,7 +452,7 @@ def _np_operand(kind, dt):
 
 
 # Every dtype pair goes through the promotion rule every binary kernel applies at trace time
-# (jgrad._dtype.result_type: no compile), and a covering subset through the compiled ops
+# (jgrad.core._dtype.result_type: no compile), and a covering subset through the compiled ops
 # themselves (each pair compiles kernels: the full 100 x 3 matrix end to end took ~30 s).
 E2E_PAIRS = [("bool", "bool"), ("bool", "uint8"), ("uint8", "int8"), ("int8", "int16"), ("int16", "int64"),
              ("int32", "float16"), ("float16", "bfloat16"), ("bfloat16", "float32"), ("float32", "float64"),
@@ -461,7 +461,7 @@ E2E_PAIRS = [("bool", "bool"), ("bool", "uint8"), ("uint8", "int8"), ("int8", "i
 
 @pytest.mark.parametrize("kinds", [("dim", "dim"), ("dim", "zerod"), ("zerod", "zerod")])
 def test_tensor_tensor_promotion_matches_pytorch(kinds):
-    from jgrad import _dtype
+    from jgrad.core import _dtype
     torch = pytest.importorskip("torch")
     bad = []
     for a_dt, b_dt in itertools.product(DTYPES, DTYPES):
@@ -485,7 +485,7 @@ E2E_DTYPES = ["bool", "uint8", "int32", "bfloat16", "float64"]  # one per catego
 
 @pytest.mark.parametrize("scalar", [True, 2, -3, 2.5])
 def test_tensor_scalar_promotion_matches_pytorch(scalar):
-    from jgrad import _dtype
+    from jgrad.core import _dtype
     torch = pytest.importorskip("torch")
     bad = []
     for dt, kind in itertools.product(DTYPES, ("dim", "zerod")):

@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import jgrad as jg
-from jgrad._dtype import x64_scope
+from jgrad.core._dtype import x64_scope
 import _view_autograd_scenarios  # noqa: F401  (registers the autograd scenarios)
 from _op_helpers import SETTINGS
 from _view_scenarios import SCENARIOS, TABLE, VIEW_CASES, Raised, arr, observe_view, plain

@@ -39,7 +39,7 @@ def test_a_storage_is_dropped_once_nothing_else_aliases_it():
 
 @pytest.mark.one_execution_mode
 def test_slices_at_new_offsets_reuse_one_structure_in_auto_mode(monkeypatch):
-    from jgrad import _segment
+    from jgrad.runtime import _segment
     monkeypatch.setattr(_segment, "background_compile", False)  # deterministic counts
     src = jg.tensor(np.arange(64.0))
 

@@ -6,7 +6,7 @@
    ``float``; the same value written by the executable to pinned host memory (``out_shardings`` with
    ``memory_kind="pinned_host"``); ``jax.device_put`` to pinned host; PyTorch's ``add_`` + ``item()``.
 2. jgrad auto mode, the small MLP step of ``benchmarks/tiered.py`` with ``loss.item()`` every step, and with
-   no read, with host copies (``jgrad._segment.host_copies``) on and off, interleaved rounds, a fresh
+   no read, with host copies (``jgrad.runtime._segment.host_copies``) on and off, interleaved rounds, a fresh
    structure cache per variant. Medians of 5 rounds; wall and main-thread CPU time per call.
 """
 import argparse
@@ -66,7 +66,7 @@ def plain_jax(dev):
 def auto_mlp(device, rounds=3):
     import jgrad as jg
     from benchmarks import tiered
-    from jgrad import _segment
+    from jgrad.runtime import _segment
 
     jg.set_default_device(device)
     W0, B0, X, Y = tiered._mlp_init()

@@ -139,10 +139,10 @@ def main(argv=None):
     p.add_argument("--updates-log", metavar="FILE", default=None,
                    help="rerun with XLA's command-buffer log into FILE and count the updates per phase")
     p.add_argument("--no-pack-state", action="store_true",
-                   help="parameters travel as one argument and output each (jgrad._capture.pack_state = False)")
+                   help="parameters travel as one argument and output each (jgrad.runtime._capture.pack_state = False)")
     a = p.parse_args(argv)
     if a.no_pack_state:
-        from jgrad import _capture
+        from jgrad.runtime import _capture
         _capture.pack_state = False
     if a.updates_log:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="command_buffer_thunk=3")

@@ -118,7 +118,7 @@ def child(n, repeat):
     def step_nokey(ps, x, y):
         l2, p2, _ = inner(ps, jax.random.PRNGKey(0), x, y)
         return l2, p2
-    from jgrad import _compile
+    from jgrad.runtime import _compile
     for name, opts in (("jax.jit, no key", None), ("jax.jit, no key, jgrad's compiler options",
                                                    _compile.gpu_compiler_options)):
         lo = jax.jit(step_nokey, donate_argnums=(0,)).lower(st["p"], x, y)

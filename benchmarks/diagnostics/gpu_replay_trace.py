@@ -102,7 +102,8 @@ def _programs(w):
     import jax.numpy as jnp
 
     from benchmarks import capture, common
-    from jgrad import _capture, _compile, nn
+    from jgrad.runtime import _capture, _compile
+    from jgrad import nn
 
     x, y = jnp.asarray(w.X), jnp.asarray(w.Y)
     for name, opts in (("jax.jit step", None), ("jax.jit step, Triton GEMMs off", NO_TRITON_GEMM)):

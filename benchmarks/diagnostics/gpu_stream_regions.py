@@ -51,7 +51,7 @@ def child():
     import jax
     import jax.numpy as jnp
 
-    from jgrad._capture import _on_stream
+    from jgrad.runtime._capture import _on_stream
 
     jax.config.update("jax_default_matmul_precision", "highest")
     kernel = jax.jit(lambda a, b: jnp.tanh(a @ b))

@@ -40,7 +40,7 @@ def main(argv=None):
     p.add_argument("--foreground", action="store_true", help="compile in the foreground (background_compile off)")
     args = p.parse_args(argv)
     import jgrad as jg
-    from jgrad import _segment
+    from jgrad.runtime import _segment
     import twin
 
     jg.set_default_device(args.device)

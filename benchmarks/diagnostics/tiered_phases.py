@@ -78,7 +78,7 @@ def main():
     p.add_argument("--small", action="store_true", help="the Hessian at width 128, batch 1000 (the CPU's size)")
     args = p.parse_args()
     import jgrad as jg
-    from jgrad import _segment
+    from jgrad.runtime import _segment
 
     jg.set_default_device(args.device)
     step = {"hessian": hessian, "gpt": gpt}[args.workload](jg, args.small)

@@ -8,7 +8,7 @@ their widest floating input type; every other op runs in its inputs' types. The 
 (CUDA's and CPU's differ), written with jgrad's op names, which are PyTorch's backward-node names.
 The casts are ordinary ``to()`` ops: they are differentiable (gradients come back in each input's own
 dtype) and are recorded like any op in "auto" mode and in captures. Regions nest; ``enabled=False``
-opens a region without casts. ``jgrad._dispatch.call`` asks ``_cast`` while any region is open.
+opens a region without casts. ``jgrad.runtime._dispatch.call`` asks ``_cast`` while any region is open.
 
 Imports ``_dispatch``, ``_dtype`` and ``_tensor``.
 """
@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import threading
 
-from .. import _dispatch, _dtype
-from .._tensor import Tensor
+from ..runtime import _dispatch
+from ..core import _dtype
+from ..core._tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available"]
 

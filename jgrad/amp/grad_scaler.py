@@ -13,8 +13,9 @@ import warnings
 from collections import defaultdict
 from enum import Enum
 
-from .. import _dtype, ops as _ops
-from .._tensor import Tensor
+from ..core import _dtype
+from .. import ops as _ops
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 
 __all__ = ["GradScaler", "OptState"]

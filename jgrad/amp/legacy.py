@@ -12,7 +12,8 @@ import sys
 import types
 import warnings
 
-from .. import _dtype, cuda
+from ..core import _dtype
+from .. import cuda
 from .autocast_mode import autocast as _autocast
 from .grad_scaler import GradScaler as _GradScaler
 

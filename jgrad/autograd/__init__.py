@@ -5,11 +5,12 @@ never ``_dispatch``, the recorder or the op library (tests/test_layering.py).
 """
 from __future__ import annotations
 
-from .. import _factories
-from .._tensor import Tensor
+from ..core import _factories
+from ..core import _tensor
+from ..core._tensor import Tensor
 from . import graph  # noqa: F401
 from . import functional  # noqa: F401
-from . import forward_ad  # noqa: F401  (its dispatch rule is installed by jgrad._forward_ad)
+from . import forward_ad  # noqa: F401  (its dispatch rule is installed by jgrad.runtime._forward_ad)
 from .anomaly import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .engine import engine as _engine, set_grad_trimming
 from .function import Function, FunctionCtx, InplaceFunction, once_differentiable  # noqa: F401
@@ -17,7 +18,7 @@ from . import function  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,  # noqa: F401
                         set_grad_enabled, state as _state)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
-from .node import Node, gradient_edge
+from .node import Node, RemovableHandle, gradient_edge
 
 __all__ = ["backward", "grad", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "gradcheck",
@@ -212,3 +213,7 @@ class set_multithreading_enabled:
             with set_multithreading_enabled(self.mode):
                 return fn(*a, **k)
         return wrapper
+
+
+# The tensor sits below the engine (docs/design.md, "The house"): Tensor.backward() and hook handles come from here.
+_tensor.above.backward, _tensor.above.RemovableHandle = backward, RemovableHandle

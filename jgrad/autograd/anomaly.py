@@ -1,6 +1,6 @@
 """Anomaly mode: forward tracebacks on nodes and NaN checks on backward outputs.
 
-Imports ``grad_mode``; ``engine`` at the call (its thread-local state; the engine imports this module).
+Imports ``grad_mode``; the engine, which imports this module, installs its thread-local state (``_engine_tls``).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ _JGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.se
 # python_anomaly_mode.h keeps both in the node's metadata dict under these keys.
 ANOMALY_TRACE_KEY = "traceback_"
 ANOMALY_PARENT_KEY = "parent_"
+_engine_tls = None  # autograd.engine's thread-local state, installed by the engine when it loads
 
 
 def record_forward_trace(node) -> None:
@@ -31,8 +32,7 @@ def record_forward_trace(node) -> None:
     node._anomaly_trace = "".join(stack)
     meta = node.metadata
     meta[ANOMALY_TRACE_KEY] = stack
-    from .engine import _tls
-    parent = _tls.current_node  # set while the engine evaluates a node (create_graph backward)
+    parent = _engine_tls.current_node  # set while the engine evaluates a node (create_graph backward)
     if parent is not None:
         meta[ANOMALY_PARENT_KEY] = parent
 

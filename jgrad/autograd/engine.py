@@ -17,10 +17,10 @@ with it (``GraphTask``, ``ReadyQueue``, ``InputBuffer``, ``init_to_execute``,
 threads keep engine.cpp's names and order). Splitting it would cut that correspondence, and every part
 shares the GraphTask's state and the thread-local ``_tls``.
 
-Imports ``_tensor``, ``node``, ``grad_mode`` and ``streams_bridge`` (what it needs from streams, installed
-by ``jgrad.streams``); ``anomaly`` and ``_device`` at the calls that need them. Never ``_dispatch``, the
+Imports ``_tensor``, ``_device``, ``node``, ``grad_mode``, ``anomaly`` (it installs its thread-local state
+there) and ``streams_bridge`` (what it needs from streams). Never ``_dispatch``, the
 recorder or the op library: "auto" mode's fast path installs itself (``fast_paths``, Note [Backward
-plans] in ``jgrad/_backward_plan.py``), and ``OpNode`` (``_dispatch``) subclasses ``node.Node``.
+plans] in ``jgrad/runtime/_backward_plan.py``), and ``OpNode`` (``_dispatch``) subclasses ``node.Node``.
 """
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ import itertools
 import threading
 import warnings
 
-from .._tensor import Tensor
-from . import streams_bridge
+from ..core._device import _devices, from_jax
+from ..core._tensor import Tensor
+from . import anomaly as _anomaly, streams_bridge
 from .grad_mode import state as _state
 from .node import GraphRoot
 
@@ -51,6 +52,7 @@ class _EngineTLS(threading.local):
 
 
 _tls = _EngineTLS()
+_anomaly._engine_tls = _tls  # a node made during a backward records the node that made it
 _task_ids = itertools.count()
 _trimming = [True]
 
@@ -185,8 +187,7 @@ class GraphTask:
             first = not self.has_error
             self.has_error = True
         if first and fn is not None and self.anomaly[0]:
-            from .anomaly import report_forward_trace
-            report_forward_trace(fn, exc)
+            _anomaly.report_forward_trace(fn, exc)
 
     def set_exception(self, exc, fn):
         self.set_exception_without_signal(exc, fn)
@@ -423,7 +424,7 @@ def _call_post_hooks(fn, outputs, inputs):
 
 
 # Ways to run a whole backward pass other than node by node, tried in order by ``execute``: each
-# returns what ``execute`` would, or NotImplemented. ``jgrad._backward_plan`` installs one (Note
+# returns what ``execute`` would, or NotImplemented. ``jgrad.runtime._backward_plan`` installs one (Note
 # [Backward plans]); the engine never imports it.
 fast_paths: list = []
 
@@ -601,7 +602,6 @@ class Engine:
         with self._start_lock:
             if self._started:
                 return
-            from .._device import _devices, from_jax
             devs = [from_jax(d) for d in _devices("cpu")[1:]]
             for kind in ("gpu", "tpu"):
                 devs += [from_jax(d) for d in _devices(kind)]
@@ -728,8 +728,7 @@ class Engine:
                         task.leaf_streams.add(fn._stream)
                 return
             if _state.anomaly_enabled and _state.anomaly_check_nan:
-                from .anomaly import check_nan
-                check_nan(fn, outputs)
+                _anomaly.check_nan(fn, outputs)
             self._dispatch_outputs(task, fn, outputs, cpu_queue)
 
     def _dispatch_outputs(self, task, fn, outputs, cpu_queue):

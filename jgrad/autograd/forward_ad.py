@@ -2,22 +2,22 @@
 
 Inside ``dual_level()``, ``make_dual(x, t)`` is a tensor on ``x``'s memory whose tangent is ``t``. Every op
 that reads a dual tensor gives its outputs tangents: ``jax.jvp`` of the op's kernel (one rule for every op,
-in ``jgrad._forward_ad``, which installs itself into the op door while a level is active). ``unpack_dual``
+in ``jgrad.runtime._forward_ad``, which installs itself into the op door while a level is active). ``unpack_dual``
 returns the primal and the tangent. As in PyTorch, one level exists at a time, and leaving it forgets
 every tangent made in it.
 
-Imports ``_tensor`` only; the dispatch rule (above the door) is installed as ``_impl`` by ``jgrad._forward_ad``.
+Imports ``_tensor`` only; the dispatch rule (above the door) is installed as ``_impl`` by ``jgrad.runtime._forward_ad``.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
 
 _current_level = -1
-_impl = None  # jgrad._forward_ad (installed when jgrad loads)
+_impl = None  # jgrad.runtime._forward_ad (installed when jgrad loads)
 
 
 def enter_dual_level():

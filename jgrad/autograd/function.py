@@ -1,15 +1,15 @@
 """Custom autograd Functions: ``class F(Function): forward(ctx, ...); backward(ctx, ...)``.
 
-Imports ``_tensor``, ``node``, ``grad_mode`` and ``_factories`` (zeros for ``materialize_grads``);
-``streams`` at the call (a node runs on its forward's stream; streams imports this package when it
-loads).
+Imports ``_tensor``, ``node``, ``grad_mode``, ``_factories`` (zeros for ``materialize_grads``) and
+``streams`` (a node runs on its forward's stream).
 """
 from __future__ import annotations
 
 import functools
 
-from .. import _factories
-from .._tensor import Tensor
+from ..core import _factories
+from ..core._tensor import Tensor
+from ..streams import _current_for
 from .grad_mode import no_grad, state as _state
 from .node import InputMetadata, Node, SavedVariable, _SECOND_BACKWARD, gradient_edge
 
@@ -137,7 +137,7 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if forward_ad_hook is not None:  # a dual level is active: jgrad._forward_ad runs the jvp staticmethod
+        if forward_ad_hook is not None:  # a dual level is active: jgrad.runtime._forward_ad runs the jvp staticmethod
             return forward_ad_hook(cls, args, kwargs)
         return cls._apply(FunctionCtx(), args, kwargs)
 
@@ -207,7 +207,6 @@ class Function(metaclass=_FunctionMeta):
         ctx._node = node
         first = next((a for a in args if isinstance(a, Tensor)), None)
         if first is not None:
-            from ..streams import _current_for
             node._stream = _current_for(first._device)  # backward runs on the forward's stream
         out_ids = {id(t): True for t in wrapped if isinstance(t, Tensor)}
         to_save = getattr(ctx, "to_save", ())
@@ -217,9 +216,9 @@ class Function(metaclass=_FunctionMeta):
         return wrapped[0] if single else tuple(wrapped)
 
 
-# Installed by jgrad._forward_ad while a dual level is active: ``hook(cls, args, kwargs)`` applies the Function.
+# Installed by jgrad.runtime._forward_ad while a dual level is active: ``hook(cls, args, kwargs)`` applies the Function.
 forward_ad_hook = None
-# Installed by jgrad._views (views are written through ops, above autograd).
+# Installed by jgrad.runtime._views (views are written through ops, above autograd).
 _custom_output_view = None  # (out, src): out is a view made by a custom Function (of src, or already a view)
 _dirty_view = None          # (view, value): a view marked dirty takes value's history through its base
 MULTIPLE_OUTPUTS_DIRTY_VIEW = ""

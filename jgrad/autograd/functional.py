@@ -5,18 +5,19 @@ differentiates it (``create_graph=True`` keeps the results differentiable). ``jv
 backward trick. ``vectorize=True`` batches the backward passes with ``grad(..., is_grads_batched=True)``
 (the engine run once under ``jgrad.func.vmap``); ``strategy="forward-mode"`` is ``jgrad.func.jacfwd``.
 
-Imports ``_tensor`` and ``grad_mode``; ``jgrad.func`` at the call (the library layer) for forward mode;
-``_stack`` is installed by ``jgrad.func`` (stacking is an op, above autograd).
+Imports ``_tensor`` and ``grad_mode``; ``jgrad.func`` installs ``_stack``, ``_eye`` (ops, above autograd) and
+``_func_jacfwd`` (forward mode, in the library layer).
 """
 from __future__ import annotations
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
 _stack = None  # ops.stack, installed by jgrad.func
 _eye = None    # ops.eye, installed by jgrad.func
+_func_jacfwd = None  # jgrad.func.jacfwd (forward mode), installed by jgrad.func
 
 
 def _as_tuple(inp, arg_name, fn_name):
@@ -292,7 +293,6 @@ def _jacfwd(func, inputs, strict, vectorize):
         raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `strategy=\"forward-mode\"` are "
                            "not supported together (yet). Please either set `strict=False` or "
                            "`strategy=\"reverse-mode\"`.")
-    from .. import func as _func
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
     is_outputs_tuple = []
 
@@ -301,7 +301,7 @@ def _jacfwd(func, inputs, strict, vectorize):
         is_outputs_tuple.append(isinstance(out, tuple))
         return out if isinstance(out, tuple) else (out,)
 
-    jac = _func.jacfwd(as_tuple, argnums=tuple(range(len(inputs))))(*[i.detach() for i in inputs])
+    jac = _func_jacfwd(as_tuple, argnums=tuple(range(len(inputs))))(*[i.detach() for i in inputs])
     return _tuple_postprocess(tuple(tuple(r) for r in jac), (is_outputs_tuple[-1], is_inputs_tuple))
 
 

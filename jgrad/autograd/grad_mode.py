@@ -9,7 +9,8 @@ import inspect
 import threading
 
 
-from .._tls import state  # noqa: E402  (re-exported: the autograd package reads it here)
+from ..core._tensor import Tensor
+from ..core._tls import state  # noqa: E402  (re-exported: the autograd package reads it here)
 
 
 def is_grad_enabled() -> bool:
@@ -148,7 +149,6 @@ _marking_lock = threading.Lock()
 def _mark_inference(delta):
     """While some thread is in inference mode, ``Tensor._make`` marks what it makes in such a thread as an
     inference tensor; outside it, tensor creation costs nothing more."""
-    from .._tensor import Tensor
     with _marking_lock:
         _marking[0] += delta
         if _marking[0] == delta == 1:

@@ -10,9 +10,9 @@ import warnings
 
 import numpy as np
 
-from .._dtype import x64_scope
-from .._tensor import Tensor
-from .grad_mode import no_grad
+from ..core._dtype import x64_scope
+from ..core._tensor import Tensor
+from .grad_mode import enable_grad, no_grad
 
 
 class GradcheckError(RuntimeError):
@@ -133,7 +133,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         # gradcheck evaluates this under no_grad on perturbed copies that do not require grad;
         # like PyTorch's new_func, restore requires_grad and compute the first derivative
         # with grad mode on (create_graph), so it can be evaluated and differentiated.
-        from .grad_mode import enable_grad
         with enable_grad():
             args = tuple(a.detach().requires_grad_(True) if i in diff_idx and not a._req else a
                          for i, a in enumerate(args))

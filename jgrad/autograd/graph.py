@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 from typing import NamedTuple
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 
 from .engine import current_execution_order, current_graph_task_id  # noqa: F401
 from .grad_mode import state as _state
-from .node import GraphRoot, Node  # noqa: F401
+from .node import GraphRoot, Node, gradient_edge as _gradient_edge  # noqa: F401
 
 
 class GradientEdge(NamedTuple):
@@ -23,8 +23,7 @@ class GradientEdge(NamedTuple):
 
 def get_gradient_edge(tensor):
     """The (node, output_nr) a gradient for ``tensor`` flows into (``torch.autograd.graph``)."""
-    from .node import gradient_edge
-    edge = gradient_edge(tensor)
+    edge = _gradient_edge(tensor)
     if edge is None:
         raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not require "
                            "gradients")

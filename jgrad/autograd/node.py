@@ -5,8 +5,7 @@ The shapes follow torch/csrc/autograd/function.h: a Node has ``next_edges``
 ``sequence_nr`` (creation order, the ready queue's priority) and a
 ``topological_nr`` (longest path to a leaf, for pruning in ``grad(inputs=)``).
 
-Imports ``_tensor`` and ``grad_mode``; ``anomaly``, ``_dtype`` and ``streams`` at the calls that need
-them (streams imports this package when it loads, so the current stream is bound on first use).
+Imports ``_tensor``, ``_dtype``, ``streams`` (a node's stream), ``grad_mode`` and ``anomaly``.
 """
 from __future__ import annotations
 
@@ -17,11 +16,13 @@ import weakref
 
 import jax as _jax
 
-from .._tensor import Tensor, write_clock as _write_clock
-from .grad_mode import state as _state
+from ..core._dtype import from_np
+from ..core._tensor import Tensor, write_clock as _write_clock
+from ..streams import _current_for
+from .anomaly import record_forward_trace as _record_forward_trace
+from .grad_mode import no_grad as _no_grad, state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
-_current_for = None  # streams._current_for, bound on first use
 _sequence_nr = itertools.count()
 
 
@@ -84,7 +85,7 @@ class Node:
     _post_hooks = None
     _metadata = None
     _anomaly_trace = None
-    _stale_message = None  # a view's history that may not be regenerated: why (jgrad._views)
+    _stale_message = None  # a view's history that may not be regenerated: why (jgrad.runtime._views)
 
     def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
         self.next_edges = next_edges
@@ -97,8 +98,7 @@ class Node:
         self.topological_nr = topo
         self._stream = None
         if _state.anomaly_enabled:
-            from .anomaly import record_forward_trace
-            record_forward_trace(self)
+            _record_forward_trace(self)
 
     # ---- what subclasses provide ---------------------------------------
     def name(self) -> str:
@@ -180,9 +180,6 @@ class AccumulateGrad(Node):
     __slots__ = ("variable", "mutex")
 
     def __init__(self, variable: Tensor):
-        global _current_for
-        if _current_for is None:
-            from ..streams import _current_for  # streams imports this package: bind on first use
         # PyTorch's AccumulateGrad takes the stream current when it is created (first use of the leaf).
         # Made for every op on a leaf whose graph was freed, so Node.__init__ is inlined here.
         dev = variable._device
@@ -193,8 +190,7 @@ class AccumulateGrad(Node):
         self.topological_nr = 0
         self._stream = stream
         if _state.anomaly_enabled:
-            from .anomaly import record_forward_trace
-            record_forward_trace(self)
+            _record_forward_trace(self)
         self.variable = variable
         # accumulate_grad.cpp's mutex_: backward calls from several threads (or device
         # threads) may accumulate into the same .grad at once (Note [Thread Safety on
@@ -279,11 +275,6 @@ Tensor.is_inference = lambda self: self._inference
 Tensor.is_inference.__doc__ = "Whether this tensor was made in inference mode (an inference tensor)."
 
 
-def _no_grad():
-    from .grad_mode import no_grad
-    return no_grad()
-
-
 _SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
     "have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -365,7 +356,6 @@ class SavedVariable:
 
     def check(self, node):
         if self.vc[0] != self.version:
-            from .._dtype import from_np
             shape = list(self.data.shape) if self.data is not None else "?"
             dt = from_np(self.data.dtype) if self.data is not None else "?"
             # saved_variable.cpp names the tensor's grad_fn as it was when saved (the owning

@@ -51,3 +51,8 @@ def caller_streams(task):
     if _impl is None or task.caller_current_streams is None:
         return _NULL
     return _impl.caller_streams(task)
+
+
+from .. import streams as _streams  # noqa: E402  (the streams sit below the engine; their behaviour is installed here)
+
+install(_streams._EngineStreams)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from .. import _device
+from ..core import _device
 from ..ops import linalg as _linalg
 
 __all__ = ["matmul", "is_built"]

@@ -15,7 +15,7 @@ import contextlib
 import sys
 import types
 
-from .. import _device
+from ..core import _device
 from ..ops import linalg as _linalg
 
 __all__ = ["is_available", "version", "flags", "enabled", "benchmark", "deterministic", "allow_tf32",

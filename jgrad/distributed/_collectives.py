@@ -5,8 +5,8 @@ member process (``ProcessGroup._mesh``); one jitted reduction or gather over tha
 collectives across processes (gloo or MPI on CPUs, NCCL on GPUs); each process keeps its shard of the
 result. The tensor is updated in place (its storage rebound, its version bumped), as PyTorch does.
 
-Imports ``_tensor``, ``_device``, ``_dtype``, ``grad_mode`` and ``_process_group``; ``ops.shape``
-(``cat``/``stack``), ``streams`` and ``_device`` at the call.
+Imports ``_tensor``, ``_device``, ``_dtype``, ``grad_mode``, ``_process_group``, ``ops.shape``
+(``cat``/``stack``) and ``streams``.
 """
 from __future__ import annotations
 
@@ -18,11 +18,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from .. import _dtype
-from .._device import MeshDevice
-from .._tensor import Tensor
+from ..core import _dtype
+from ..core._device import MeshDevice
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ._process_group import _resolve
+from ..autograd.grad_mode import no_grad
+from ..ops.shape import cat, stack
+from ..streams import synchronize
+from ..core._device import get_default_device
 
 
 class ReduceOp(enum.Enum):
@@ -246,8 +250,6 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
         if t.shape != output.shape:
             raise ValueError(f"reduce_scatter: every input must have the output's shape {list(output.shape)}, got "
                              f"{list(t.shape)}")
-    from ..autograd.grad_mode import no_grad
-    from ..ops.shape import cat, stack
     with no_grad():
         flat = cat(list(input_list), 0) if output.shape else stack(list(input_list))
     return reduce_scatter_tensor(output, flat, op, group, async_op)
@@ -255,7 +257,6 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
 
 def barrier(group=None, async_op=False, device_ids=None):
     """Block until every rank of ``group`` reaches this call (and this process's pending work has run)."""
-    from ..streams import synchronize
     synchronize()
     g = _resolve(group)
     if g.rank() < 0:
@@ -268,5 +269,4 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 
 def _kind_of_world():
-    from .._device import get_default_device
     return get_default_device().type

@@ -8,7 +8,7 @@ all-reduces on 4 virtual devices, 2 cores); 16 cores do not. Eager DTensor work 
 per op, so a DDP step of a small transformer gets there. Waiting for the stream's pending work every
 ``LIMIT`` launches keeps the count bounded; on a CPU that costs little (the work is the host's anyway).
 
-The stream records its launches in ``Stream._pending`` (``jgrad._dispatch`` and the engine append one
+The stream records its launches in ``Stream._pending`` (``jgrad.runtime._dispatch`` and the engine append one
 weak reference per output), so the mesh's default stream gets a list that waits when it fills.
 Streams made by the user (``jgrad.Stream(mesh)``) and tiered execution's first, op-by-op runs of a
 segment are not covered: see docs/distributed.md, "Known limits".

@@ -1,6 +1,6 @@
 """``DeviceMesh`` over a ``jax.sharding.Mesh``; ``init_device_mesh``.
 
-Imports ``_device``, ``_process_group`` and ``_cpu_guard``; ``ops.creation`` at the call.
+Imports ``_device``, ``_process_group``, ``_cpu_guard`` and ``ops.creation``.
 """
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh
 
-from .._device import _ALIASES, MeshDevice
+from ..core._device import _ALIASES, MeshDevice
 from . import _cpu_guard
 from ._process_group import ProcessGroup
+from ..ops.creation import tensor
 
 
 def _kind(device_type):
@@ -82,7 +83,6 @@ class DeviceMesh:
     @property
     def mesh(self):
         """The device ranks as an integer tensor of the mesh's shape."""
-        from ..ops.creation import tensor
         return tensor(self._ranks)
 
     @property

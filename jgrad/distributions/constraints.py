@@ -5,7 +5,8 @@ Imports the op library (``ops``) and ``_dtype``.
 """
 from __future__ import annotations
 
-from .. import _dtype, ops as _ops
+from ..core import _dtype
+from .. import ops as _ops
 from ..ops import decompositions as _dec, matrix_functions as _mf, norms as _norms
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",

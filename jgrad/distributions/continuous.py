@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from numbers import Number, Real
 
-from .. import _dtype, ops as _ops
+from ..core import _dtype
+from .. import ops as _ops
 from ..ops import special_ops as _special
 from ..ops.random_dists import standard_gamma
 from . import constraints

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from numbers import Number
 
-from .. import _dtype, ops as _ops
+from ..core import _dtype
+from .. import ops as _ops
 from ..ops import nn_ops as _nn
 from ..ops.random_dists import categorical as _draw_categorical
 from . import constraints

@@ -5,7 +5,7 @@ Shapes are tuples (PyTorch's ``torch.Size`` is a tuple too). Validation (``valid
 PyTorch) checks parameters at construction and values at ``log_prob``: values in host memory at once, values on
 a device at the next host synchronization (``utils.require``).
 
-Imports ``autograd`` (``no_grad``), ``distributions.constraints`` and ``distributions.utils``.
+Imports ``_tensor``, ``autograd`` (``no_grad``), ``distributions.constraints`` and ``distributions.utils``.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import warnings
 from ..autograd import no_grad
 from . import constraints
 from .utils import lazy_property, require
+from ..core._tensor import Tensor
 
 __all__ = ["Distribution"]
 
@@ -133,7 +134,6 @@ class Distribution:
         return _shape(sample_shape) + self._batch_shape + self._event_shape
 
     def _validate_sample(self, value):
-        from .._tensor import Tensor
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
         event_dim_start = value.ndim - len(self._event_shape)

@@ -13,6 +13,7 @@ from ..ops.random_ops import randn as _randn
 from . import constraints
 from .distribution import Distribution
 from .utils import lazy_property
+from ..ops.creation import eye as _eye
 
 __all__ = ["MultivariateNormal", "Independent"]
 
@@ -39,8 +40,7 @@ def _precision_to_scale_tril(P):
 
 
 def _eye_like(t):
-    from ..ops.creation import eye
-    return eye(t.shape[-1], dtype=t.dtype, device=t.device)
+    return _eye(t.shape[-1], dtype=t.dtype, device=t.device)
 
 
 def _log_diag_sum(L):

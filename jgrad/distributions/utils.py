@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numbers
 
-from .. import _dtype, ops as _ops
-from .._checks import check_values
-from .._tensor import Tensor
+from ..core import _dtype
+from .. import ops as _ops
+from ..runtime._checks import check_values
+from ..core._tensor import Tensor
 from ..ops._registry import broadcast_shapes, host_values
 
 __all__ = ["broadcast_all", "probs_to_logits", "logits_to_probs", "clamp_probs", "lazy_property", "require"]

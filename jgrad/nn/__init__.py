@@ -2,7 +2,7 @@
 
 Imports its modules. ``nn`` is a user of the op library: its modules import ``jgrad.ops`` (mostly
 through ``functional``), ``_tensor``, autograd, and ``_dispatch`` for fused updates outside autograd.
-Below it, only ``serialization`` and ``_graphed`` import it, at the call.
+Below it, nothing imports it: ``nn.module`` installs ``Module`` into ``runtime._graphed``.
 """
 from . import functional, init, utils  # noqa: F401
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential

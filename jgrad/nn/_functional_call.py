@@ -4,11 +4,12 @@ A module's parameters and buffers are swapped for the given tensors in the ownin
 ``_parameters``/``_buffers`` dicts for the call and put back afterwards (even when the call raises), so
 the module reads them as attributes exactly as it reads its own.
 
-Imports ``nn.module`` and ``_tensor``; ``ops`` at the call (stacking).
+Imports ``nn.module``, ``_tensor`` and ``ops`` (stacking).
 """
 from __future__ import annotations
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
+from .. import ops
 
 
 def _owner(module, name):
@@ -107,7 +108,6 @@ def stack_module_state(models):
     t0 = type(models[0])
     if not all(type(m) is t0 for m in models):
         raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
-    from .. import ops
 
     def stack(named, requires_grad):
         out = {}

@@ -8,7 +8,7 @@ import itertools
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from .parameter import Parameter
 

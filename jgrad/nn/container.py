@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from itertools import islice
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from .module import Module, _addindent
 from .parameter import Parameter
 

@@ -21,7 +21,8 @@ from ..ops import shape as _shape
 from ..ops import patches as _patches, resample as _resample
 from ..ops._registry import expect_tensor as _expect_tensor
 from ..ops.inplace import write as _write
-from .._dtype import finfo as _finfo
+from ..core._dtype import finfo as _finfo
+from .functional_losses import _reduction
 
 
 
@@ -291,18 +292,6 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
 
 
 # ---- losses ----------------------------------------------------------------------
-def _reduction(size_average, reduce, reduction):
-    """PyTorch's ``_Reduction.legacy_get_string``: map the deprecated flags onto ``reduction``."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    ret = "mean" if (size_average and reduce) else ("sum" if reduce else "none")
-    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
-                  UserWarning, stacklevel=3)
-    return ret
-
-
 def _check_reduction(reduction):
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")

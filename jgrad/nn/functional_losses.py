@@ -3,17 +3,21 @@
 gradients follow PyTorch's (``nn.functional`` re-exports them).
 
 Imports the op library (``jgrad.ops``), the door (``_dispatch``: ``embedding_bag``'s and ``multilabel_margin_loss``'s
-kernels) and ``_checks`` (``embedding_bag``'s index check); ``autograd`` and ``nn.functional`` at the call.
+kernels), ``_checks`` (``embedding_bag``'s index check) and ``autograd``; ``nn.functional`` imports it (and its
+``_reduction``, the deprecated ``size_average``/``reduce`` flags).
 """
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
 
 from .. import ops as _ops
-from .._dispatch import Op, call
+from ..autograd import no_grad
+from ..runtime._checks import check_range
+from ..runtime._dispatch import Op, call
 
 __all__ = ["soft_margin_loss", "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
            "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss", "multilabel_soft_margin_loss",
@@ -30,8 +34,19 @@ def _reduce(loss, reduction):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+def _reduction(size_average, reduce, reduction):
+    """PyTorch's ``_Reduction.legacy_get_string``: map the deprecated flags onto ``reduction``."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "mean" if (size_average and reduce) else ("sum" if reduce else "none")
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{ret}' instead.",
+                  UserWarning, stacklevel=3)
+    return ret
+
+
 def _legacy(size_average, reduce, reduction):
-    from .functional import _reduction
     return _reduction(size_average, reduce, reduction)
 
 
@@ -67,7 +82,6 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    from ..autograd import no_grad
     if (var < 0).any():
         raise ValueError("var has negative entry/entries")
     var = var.clone()
@@ -241,7 +255,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     n_bags = offsets.shape[0] - (1 if include_last_offset else 0)
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
-    from .._checks import check_range
     check_range(input, 0, weight.shape[0], lambda bad: IndexError("index out of range in self"), "embedding_bag")
     return call(_EMBEDDING_BAG, weight, input, offsets, per_sample_weights, mode=mode, n_bags=n_bags,
                 padding_idx=padding_idx)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled
 

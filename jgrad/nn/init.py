@@ -4,7 +4,7 @@ Random initialisers draw from ``jgrad.random`` generators (the default one
 unless ``generator=`` is given), through the in-place ops ``uniform_`` and
 ``normal_``.
 
-Imports ``_dispatch`` and ``grad_mode``; ``ops.creation`` and ``ops.random_ops`` at the call.
+Imports ``_dispatch``, ``grad_mode``, ``ops.creation`` and ``ops.random_ops``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ import warnings
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call, call_inplace
+from ..runtime._dispatch import Op, call, call_inplace
 from ..autograd.grad_mode import no_grad
+from ..ops.random_ops import TRUNC_NORMAL_ as _TRUNC_NORMAL_, _key_tensor
+from ..ops.random_ops import randn as _randn
+from ..ops.creation import eye as _eye
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
            "orthogonal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
@@ -76,11 +79,10 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None):
     """Fill ``tensor`` with samples of N(mean, std^2) truncated to [a, b] (``a``, ``b`` absolute bounds)."""
-    from ..ops.random_ops import TRUNC_NORMAL_, _key_tensor
     if std <= 0:
         raise ValueError(f"trunc_normal_: std must be positive, got {std}")
     with no_grad():
-        return call_inplace(TRUNC_NORMAL_, tensor, _key_tensor(generator, tensor.device), float(mean), float(std),
+        return call_inplace(_TRUNC_NORMAL_, tensor, _key_tensor(generator, tensor.device), float(mean), float(std),
                             float(a), float(b))
 
 
@@ -105,9 +107,8 @@ def orthogonal_(tensor, gain: float = 1, generator=None):
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
-    from ..ops.random_ops import randn
     rows = tensor.shape[0]
-    flat = randn(rows, tensor.numel() // rows, generator=generator, dtype=tensor.dtype, device=tensor.device)
+    flat = _randn(rows, tensor.numel() // rows, generator=generator, dtype=tensor.dtype, device=tensor.device)
     with no_grad():
         return tensor.copy_(call(ORTHOGONAL, flat, gain=float(gain)).reshape(tensor.shape))
 
@@ -133,9 +134,8 @@ def eye_(tensor):
     """Fill the 2-D ``tensor`` with the identity matrix."""
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    from ..ops.creation import eye
     with no_grad():
-        return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
+        return tensor.copy_(_eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
 
 
 def xavier_uniform_(tensor, gain: float = 1.0, generator=None):

@@ -8,13 +8,16 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 
-from .. import _dtype
-from .._device import device as _device
-from .._tensor import Tensor
+from ..core import _dtype
+from ..core._device import device as _device
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ._state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401 (re-exported)
 from .hooks import BackwardHook, RemovableHandle
 from .parameter import Buffer, Parameter
+from ..runtime import _graphed
+
+_compile = None  # jgrad.compiler.compile, installed by jgrad.compiler when it loads (the compiler sits above nn)
 
 
 def _typename(obj) -> str:
@@ -457,7 +460,6 @@ class Module(StateDictMixin):
 
     def compile(self, *args, **kwargs) -> None:
         """Compile this module's calls in place with ``jg.compile(self._call_impl, *args, **kwargs)``."""
-        from ..compiler import compile as _compile
         object.__setattr__(self, "_compiled_call_impl", _compile(self._call_impl, *args, **kwargs))
 
     def _run_forward_pre_hooks(self, args, kwargs):
@@ -594,3 +596,6 @@ class OptimizedModule(Module):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(self._modules["_orig_mod"], name)
+
+
+_graphed._Module[0] = Module  # make_graphed_callables takes Modules (capture sits below nn)

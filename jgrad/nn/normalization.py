@@ -5,7 +5,7 @@ Imports ``_dtype``, ``grad_mode``, ``nn.functional``, ``nn.init``, ``nn.module``
 """
 from __future__ import annotations
 
-from .. import _dtype
+from ..core import _dtype
 from ..autograd.grad_mode import no_grad
 from ..ops.creation import empty, ones, tensor, zeros
 from . import functional as F, init

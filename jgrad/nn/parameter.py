@@ -1,18 +1,19 @@
 """``Parameter`` and ``Buffer``: tensors that a Module registers when assigned as attributes.
 
-Imports ``_tensor``; ``ops.creation`` at the call.
+Imports ``_tensor`` and ``ops.creation``.
 """
 from __future__ import annotations
 
-from .. import _tensor
-from .._tensor import Tensor
+from ..core import _tensor
+from ..core._tensor import Tensor
+from ..ops.creation import tensor as _tensor_of
+from ..ops.creation import empty as _empty
 
 
 def _share(cls, data):
     """A ``cls`` sharing ``data``'s storage and version counter, without its history."""
     if data is None:
-        from ..ops.creation import empty
-        data = empty(0)
+        data = _empty(0)
     if not isinstance(data, Tensor):
         raise TypeError(f"{cls.__name__}(): argument 'data' must be a Tensor, not {type(data).__name__}")
     t = cls._make(None, data._device, data._stream)
@@ -56,8 +57,7 @@ class Parameter(Tensor):
 
 
 def _rebuild_parameter(arr, dev, requires_grad):
-    from ..ops.creation import tensor
-    return Parameter(tensor(arr, device=dev), requires_grad)
+    return Parameter(_tensor_of(arr, device=dev), requires_grad)
 
 
 class Buffer(Tensor):

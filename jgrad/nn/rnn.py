@@ -17,8 +17,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ..ops import linalg
 from ..ops.creation import empty, zeros
 from ..ops.shape import cat, stack

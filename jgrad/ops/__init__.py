@@ -2,7 +2,7 @@
 
 Imports the op families, ``pointwise`` first (the others build on its helpers). Every family imports
 ``_dispatch`` (``Op``, ``call``...), ``_tensor``, ``_dtype`` and ``ops._registry``, plus the families it
-builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad._factories``,
+builds on; none imports ``nn``, ``optim`` or ``graphs``. ``ops.creation`` fills in ``jgrad.core._factories``,
 the factories lower layers call.
 """
 from . import pointwise, pointwise_inplace, comparison, conversion  # noqa: F401  (elementwise first: the families build on it)
@@ -54,7 +54,7 @@ from .linalg_methods import *  # noqa: F401,F403,E402
 from .special_ops import *  # noqa: F401,F403,E402
 from .statistics import *  # noqa: F401,F403,E402
 
-from . import sparse_coo  # noqa: E402,F401  (issue 30: COO tensors on BCOO; their ops: sparse_dispatch)
+from . import sparse_coo, sparse_dispatch  # noqa: E402,F401  (issue 30: COO tensors on BCOO; their ops)
 from .sparse_coo import layout, sparse_coo, sparse_coo_tensor, strided  # noqa: E402,F401
 from .stft import istft, stft  # noqa: E402,F401  (issue 30: torch.stft / istft on jnp.fft)
 

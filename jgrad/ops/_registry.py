@@ -9,7 +9,7 @@ import operator
 import jax
 import numpy as np
 
-from .._tensor import Tensor
+from ..core._tensor import Tensor
 
 TENSOR_METHODS: dict = {}
 
@@ -216,7 +216,7 @@ def check_extent(shape, itemsize, name):
     return shape
 
 
-from .._dtype import scalar_name as scalar_type_name  # noqa: E402  (PyTorch's dtype names: "Long")
+from ..core._dtype import scalar_name as scalar_type_name  # noqa: E402  (PyTorch's dtype names: "Long")
 
 
 def refuse(kernel, t, kinds):

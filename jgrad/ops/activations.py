@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._dispatch import Op, call
+from ..runtime._dispatch import Op, call
 from ._registry import expect_tensor, refuse, tensor_method
 from .pointwise import _float_promote
 

@@ -13,10 +13,10 @@ import warnings
 
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._checks import check_range
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._checks import check_range
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import expect_tensor, parse_size, tensor_method, wrap_dim
 from .indexing import _check_index, _scatter_index, _scatter_src, nonzero
 from .shape import cat, stack

@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from . import linalg
 from .random_ops import _key, _key_tensor
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import jax
 
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 
 __all__ = ["optimization_barrier"]
 

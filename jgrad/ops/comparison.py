@@ -11,10 +11,10 @@ import builtins
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, refuse, scalar_type_name, tensor_method
-from .. import _dtype
+from ..core import _dtype
 from .pointwise import _binary, _binop, _check_operand, _promote, _unary_fn
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtype
-from .._tensor import Tensor
+from ..core import _dtype
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes as _broadcast_shapes, tensor_method
 from .creation import empty, tensor
 

@@ -6,7 +6,7 @@ weights ``(C_out, C_in / groups, *kernel)`` (transposed: ``(C_in, C_out / groups
 Each call is one XLA kernel (``lax.conv_general_dilated``, ``lax.reduce_window``); gradients come
 from ``jax.vjp``. Float32 convolutions follow ``jg.set_float32_matmul_precision`` as matmuls do.
 
-Imports ``_dispatch`` and ``ops.linalg``; ``_dtype`` at the call.
+Imports ``_dispatch``, ``_dtype`` and ``ops.linalg``.
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._dispatch import Op, call
+from ..runtime._dispatch import Op, call
 from . import linalg
+from ..core import _dtype
 
 _SPATIAL = {1: "H", 2: "HW", 3: "DHW"}
 
@@ -268,7 +269,6 @@ MAX_POOL_INDICES = Op("MaxPoolWithIndicesBackward0", _max_pool_fwd, num_outputs=
 
 
 def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-    from .. import _dtype
     _, k, s, pads, d = _pool_geometry(input, nd, kernel_size, stride, padding, dilation, ceil_mode,
                                       f"max_pool{nd}d")
     op = MAX_POOL_INDICES if return_indices else MAX_POOL
@@ -426,7 +426,6 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def _adaptive_max(nd, input, output_size, return_indices):
-    from .. import _dtype
     bins = _adaptive_bins(input, nd, output_size, f"adaptive_max_pool{nd}d")
     op = ADAPTIVE_MAX_INDICES if return_indices else ADAPTIVE_MAX
     return call(op, input, bins=bins, return_indices=bool(return_indices), index_dtype=_dtype._index_dtype().np)

@@ -5,19 +5,23 @@ A transfer runs eagerly (``jax.device_put``): its output is stamped with the tar
 current stream, after a blocking copy that read the source on the source's stream.
 
 Imports ``_dispatch``, ``_tensor``, ``_dtype``, ``autograd.node`` (``InputMetadata``), ``ops._registry`` and
-``ops.pointwise`` (``clone``); ``_device`` and ``streams`` at the call of a transfer.
+``ops.pointwise`` (``clone``), ``_device`` and ``streams`` (a transfer).
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._dispatch import Op, call, call_inplace
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call, call_inplace
+from ..core._tensor import Tensor
 from ..autograd.node import InputMetadata
 from ._registry import broadcast_shapes, tensor_method
 from .pointwise import clone
+from ..core._device import device as _device
+from ..streams import _current_for
+from ..streams import _sync_hooks
+from ..streams import blocking_copy
 
 
 def _cast_bwd(ctx, g):
@@ -43,13 +47,10 @@ def _cast(t, dt):
 
 
 def _transfer(t, dev):
-    from .._device import device as _device
-    from ..streams import _current_for
     dev = _device(dev)
     if dev is t._device:  # not t.device: a DTensor moved to one device (its mesh's local one too) is gathered there
         return t
     if dev.type == "cpu":  # a copy to the host waits for the source, as a value read does: checks report here
-        from ..streams import _sync_hooks
         for hook in _sync_hooks:
             hook("Tensor.to()", None)
     out = call(TRANSFER, t, device=dev, src=t._device)
@@ -58,7 +59,6 @@ def _transfer(t, dev):
     src_stream = out._stream
     out._device, out._stream = dev, _current_for(dev)
     if src_stream is not None:
-        from ..streams import blocking_copy
         blocking_copy(out, src_stream, out._stream, "Tensor.to()")
     node = out._grad_fn
     if node is not None:  # InputMetadata is shared between nodes: replace it, never mutate it

@@ -11,10 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype, _factories
-from .._device import MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax, get_default_device
-from .._dispatch import Op, call_factory
-from .._tensor import Tensor
+from ..core import _dtype, _factories
+from ..core._device import (MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax,
+                            get_default_device)
+from ..runtime._dispatch import Op, call_factory
+from ..core._tensor import Tensor
 from ._registry import as_index, check_new_shape, parse_size, tensor_method, type_name
 
 

@@ -6,7 +6,7 @@ Gradients are ``jax.vjp`` of the forward in PyTorch's convention (``complex_ops.
 solve, whose formulas reuse the saved result. Values that PyTorch checks by reading LAPACK's ``info`` (a
 singular matrix for inv and solve, a matrix that is not positive-definite for cholesky) are checked beside the
 kernel with ``_checks.check_range``: at once for a CPU tensor already computed, else at the next host
-synchronization (Note [Deferred checks] in ``jgrad/_checks.py``).
+synchronization (Note [Deferred checks] in ``jgrad/runtime/_checks.py``).
 
 Imports ``_dispatch``, ``_tensor``, ``_dtype``, ``_checks`` and ``ops`` (``_registry``, ``complex_ops``).
 """
@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from .. import _dtype
-from .._checks import check_range
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._checks import check_range
+from ..runtime._dispatch import Op, call
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name
 from .complex_ops import wirtinger_op
 

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, refuse, scalar_type_name, tensor_method
 from .pointwise import CLAMP, _check_operand, _rounding, _sign, _float_promote, _promote, _Number, _unary_fn
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from .._dispatch import Op, call
+from ..runtime._dispatch import Op, call
 from ._registry import static
 
 

@@ -1,4 +1,4 @@
-"""Indexing: ``t[index]`` (basic indices are views, ``jgrad._views``; tensors, lists and masks copy),
+"""Indexing: ``t[index]`` (basic indices are views, ``jgrad.runtime._views``; tensors, lists and masks copy),
 ``t[index] = value``, ``narrow``/``select``, ``gather``/``scatter``/``index_select``, ``masked_fill`` and
 ``nonzero``. Indices are checked as PyTorch checks them; values of tensor indices on the device are checked
 there (``_checks``, reported at the next host sync).
@@ -13,10 +13,11 @@ import builtins
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype, _layout, _view_writes, _views
-from .._dispatch import Op, call, call_inplace
-from .._checks import check_range
-from .._tensor import Tensor
+from ..core import _dtype, _layout
+from ..runtime import _view_writes, _views
+from ..runtime._dispatch import Op, call, call_inplace
+from ..runtime._checks import check_range
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ._registry import as_index_or, tensor_method, wrap_dim
 

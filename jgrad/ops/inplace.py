@@ -12,8 +12,8 @@ Imports ``_dispatch``, ``_tensor`` and ``ops._registry``.
 """
 from __future__ import annotations
 
-from .._dispatch import Op, call_inplace
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call_inplace
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, scalar_type_name, tensor_method
 
 

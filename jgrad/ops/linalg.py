@@ -7,9 +7,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._dispatch import Op, call, clear_kernel_caches
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call, clear_kernel_caches
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor_method
 
 _PRECISIONS = {"highest": jax.lax.Precision.HIGHEST, "high": jax.lax.Precision.HIGH,

@@ -10,7 +10,7 @@ from collections import namedtuple
 import jax
 import jax.numpy as jnp
 
-from .._dispatch import Op, call
+from ..runtime._dispatch import Op, call
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor_method
 from . import decompositions as _d, matrix_functions as _m, norms as _n
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import as_index_or, broadcast_shapes, expect_tensor, scalar_type_name
 from .complex_ops import wirtinger_op
 from .decompositions import LSTSQ, check_float, check_matrix, hermitian as _hermitian

@@ -16,9 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call, call_inplace
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call, call_inplace
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, tensor_method, wrap_dim
 from .pointwise import _promote
 

@@ -11,10 +11,11 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._checks import check_range, check_values
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._checks import check_range, check_values
+from ..runtime._dispatch import Op, call
 from ._registry import broadcast_shapes, expect_tensor, host_values, refuse, scalar_type_name, tensor_method, wrap_dim
+from ..autograd import is_grad_enabled
 
 
 def _softmax_bwd(ctx, g):
@@ -249,7 +250,6 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     if pos_weight is not None and pos_weight.requires_grad:
-        from ..autograd import is_grad_enabled
         if is_grad_enabled():
             raise RuntimeError("The function 'binary_cross_entropy_with_logits' is not differentiable with respect "
                                "to argument 'pos_weight'. This input cannot have requires_grad True.")

@@ -14,7 +14,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._dispatch import Op, call, call_foreach
+from ..runtime._dispatch import Op, call, call_foreach
 from ..autograd.grad_mode import no_grad
 
 

@@ -12,8 +12,8 @@ import warnings
 
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._dispatch import call
+from ..core import _dtype
+from ..runtime._dispatch import call
 from ._registry import broadcast_shapes, expect_tensor, norm_dim, scalar_type_name, type_name, wrap_dim
 from .complex_ops import wirtinger_op
 from .linalg import _CPP_NAMES

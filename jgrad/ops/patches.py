@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._dispatch import Op, call
+from ..runtime._dispatch import Op, call
 from . import linalg
 
 __all__ = ["unfold", "fold", "pixel_shuffle", "pixel_unshuffle", "bilinear"]

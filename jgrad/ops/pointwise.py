@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._checks import check_values
-from .._dispatch import Op, call, call_inplace, call_keyed
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._checks import check_values
+from ..runtime._dispatch import Op, call, call_inplace, call_keyed
+from ..core._tensor import Tensor
 from ._registry import (broadcast_shapes, expect_tensor, host_values, refuse, scalar_type_name, tensor_method,
                         type_name)
 

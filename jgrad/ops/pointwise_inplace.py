@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call_inplace
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call_inplace
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, tensor_method
 from .pointwise import (ABS, ADD, ADD_ALPHA, CEIL, CLAMP, COS, DIV, EXP, EXPM1, FLOOR, LOG, LOG1P, MUL, NEG, POW,
                         RECIPROCAL, RELU, RSQRT, SIGMOID, SIGN, SIN, SQRT, SQUARE, SUB, TANH, TRUNC, _check_alpha,

@@ -10,8 +10,8 @@ import warnings
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor_method, wrap_dim
 from .linalg import _prec, bmm, matmul, mm
 

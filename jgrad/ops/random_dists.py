@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import jax
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import expect_tensor
 from .random_ops import _key_tensor
 

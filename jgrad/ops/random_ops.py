@@ -8,10 +8,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._device import device as _device, get_default_device
-from .._dispatch import Op, call, call_inplace
-from .._tensor import Tensor
+from ..core import _dtype
+from ..core._device import device as _device, get_default_device
+from ..runtime._dispatch import Op, call, call_inplace
+from ..core._tensor import Tensor
 from ..random import _generator_for
 from .creation import full
 from ._registry import as_index, check_new_shape, parse_size, scalar_type_name, tensor_method

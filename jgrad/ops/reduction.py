@@ -1,7 +1,7 @@
 """Reductions with PyTorch's ``dim``/``keepdim``: sum mean var std prod max min amax amin
 argmax argmin logsumexp norm all any, plus sum_to_size (the broadcast-gradient reducer).
 
-Imports ``_dispatch``, ``_dtype`` and ``ops._registry``; ``_tensor`` and ``ops.pointwise`` at the call.
+Imports ``_dispatch``, ``_dtype``, ``_tensor`` and ``ops._registry``; ``ops.pointwise`` at the call.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
 from ._registry import expect_tensor, norm_dim, scalar_type_name, tensor_method, type_name, wrap_dim
+from ..core._tensor import Tensor
+from ..runtime._dispatch import sum_to
 
 return_types_max = collections.namedtuple("max", ["values", "indices"])
 return_types_min = collections.namedtuple("min", ["values", "indices"])
@@ -339,7 +341,6 @@ def amin(input, dim=(), keepdim=False):
 
 
 def _max_min(input, dim, keepdim, is_max):
-    from .._tensor import Tensor
     if isinstance(dim, Tensor):
         from .pointwise import maximum, minimum
         return (maximum if is_max else minimum)(input, dim)
@@ -416,7 +417,6 @@ SUM_TO = Op("SumToBackward", lambda a, shape: _sum_to(a.astype(_int_accumulator(
 
 
 def _sum_to(a, shape):
-    from .._dispatch import sum_to
     return sum_to(a, shape)
 
 

@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample", "affine_grid"]
 

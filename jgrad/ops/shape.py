@@ -1,5 +1,5 @@
 """Shape ops. The ops PyTorch documents as views return views: tensors on their input's storage
-(``jgrad._views`` makes them, ``jgrad._view_writes`` carries writes through them); the others (``cat``,
+(``jgrad.runtime._views`` makes them, ``jgrad.runtime._view_writes`` carries writes through them); the others (``cat``,
 ``repeat``, ``flip``, a ``reshape`` no strides allow...) copy. Every op here is differentiable through its
 formula or ``jax.vjp``. Indexing is in ``ops.indexing``.
 
@@ -14,9 +14,10 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype, _layout, _view_writes, _views
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype, _layout
+from ..runtime import _view_writes, _views
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import (as_index_or, check_extent, expect_tensor, check_new_shape, norm_dim, parse_size, tensor_method,
                         type_name, wrap_dim)
 

@@ -14,9 +14,9 @@ import collections
 import jax
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import scalar_type_name, tensor_method, wrap_dim
 
 return_types_sort = collections.namedtuple("sort", ["values", "indices"])

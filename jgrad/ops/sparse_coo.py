@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import tensor_method
 from .creation import as_tensor, tensor
 
@@ -66,6 +66,10 @@ _COALESCE = Op("CoalesceBackward0", lambda v, inv, *, n: jax.ops.segment_sum(v, 
 _NAMED = Op("SparseCooTensorWithDimsAndTensorsBackward0", lambda v: v)  # the sparse tensor's node, as PyTorch's
 
 
+# The ops on sparse tensors (``ops.sparse_dispatch``, which builds on this module) install themselves here.
+_sparse_ops = {}
+
+
 class SparseCooTensor(Tensor):
     """A COO sparse tensor (see the module docstring)."""
 
@@ -80,7 +84,7 @@ class SparseCooTensor(Tensor):
         raise RuntimeError(NO_STORAGE)
 
     @property
-    def _alias(self):  # no storage to share: a view (``jgrad._views``) is refused by ``_sparse_call``
+    def _alias(self):  # no storage to share: a view (``jgrad.runtime._views``) is refused by ``_sparse_call``
         return None
 
     @_alias.setter
@@ -91,10 +95,8 @@ class SparseCooTensor(Tensor):
         """The dispatcher's door for an op with a sparse input (``ops.sparse_dispatch``); ``args`` None: a view
         of this tensor, which PyTorch refuses too (but for the ones this class defines)."""
         if args is None:
-            from .sparse_dispatch import _aten
-            raise NotImplementedError(_not_implemented(_aten(op), self))
-        from .sparse_dispatch import sparse_call
-        return sparse_call(op, args, attrs, inplace)
+            raise NotImplementedError(_not_implemented(_sparse_ops["aten"](op), self))
+        return _sparse_ops["call"](op, args, attrs, inplace)
 
     @property
     def is_sparse(self):

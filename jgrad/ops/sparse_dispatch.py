@@ -1,4 +1,4 @@
-"""Ops on COO sparse tensors: what ``jgrad._dispatch`` does when an op's input is a ``SparseCooTensor``.
+"""Ops on COO sparse tensors: what ``jgrad.runtime._dispatch`` does when an op's input is a ``SparseCooTensor``.
 
 The dispatcher sends an op whose input has no dense storage to ``SparseCooTensor._sparse_call``, which lands
 here (``sparse_call``). What PyTorch computes on sparse tensors runs on the BCOO's parts:
@@ -28,14 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse as jsparse
 
-from .. import _dtype
-from .._dispatch import Op, _x64, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, _x64, call
+from ..core._tensor import Tensor
 from .conversion import CAST, TRANSFER, _transfer
 from .linalg import BMM, LINEAR, LINEAR_NOBIAS, MATMUL_ND, MATMUL_OPS
 from .pointwise import ADD, ADD_ALPHA, MUL, SUB
 from .reduction import SUM, SUM_DIM
-from .sparse_coo import _GATHER, SparseCooTensor, _bcoo, _coalesced, _from_parts, _not_implemented
+from .sparse_coo import _sparse_ops, _GATHER, SparseCooTensor, _bcoo, _coalesced, _from_parts, _not_implemented
 
 __all__ = ["sparse_call", "sparse_mm"]
 
@@ -257,3 +257,6 @@ def _inplace(op, args, attrs, target, first):
     target._grad_fn, target._output_nr, target._req = v._grad_fn, v._output_nr, v._req
     target._vc[0] += 1
     return target
+
+
+_sparse_ops.update(call=sparse_call, aten=_aten)  # the tensor class's door reaches this module

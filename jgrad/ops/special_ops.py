@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import jax.scipy.special as jss
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import as_index, expect_tensor, tensor_method
 from .elementwise import SINC  # one sinc: NaN at +-inf with PyTorch's derivative, on every device
 from .misc import xlogy  # noqa: F401  (torch.special.xlogy)

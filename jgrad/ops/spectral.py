@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .. import _dtype
-from .._device import device as _device, get_default_device
-from .._dispatch import Op, call, call_factory
+from ..core import _dtype
+from ..core._device import device as _device, get_default_device
+from ..runtime._dispatch import Op, call, call_factory
 from ._registry import as_index, check_new_shape, expect_tensor, scalar_type_name, wrap_dim
 from .complex_ops import wirtinger_op
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
+from ..core._tensor import Tensor
 from ._registry import as_index, expect_tensor, host_values, scalar_type_name, tensor_method, wrap_dim
 from .creation import tensor as _tensor
 

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtype
-from .._dispatch import Op, call
+from ..core import _dtype
+from ..runtime._dispatch import Op, call
 from ._registry import expect_tensor, scalar_type_name, tensor_method, wrap_dim
 from .reduction import _dims, _nonempty, mean, std, sum, var
 

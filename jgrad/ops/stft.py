@@ -10,7 +10,7 @@ import warnings
 
 import jax.numpy as jnp
 
-from .._dispatch import call
+from ..runtime._dispatch import call
 from ._registry import tensor_method
 from .complex_ops import view_as_real, wirtinger_op
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call_foreach
+from ..runtime._dispatch import Op, call_foreach
 from ..autograd.grad_mode import no_grad
 from .optimizer import Optimizer
 

@@ -8,7 +8,7 @@ import math
 
 import jax.numpy as jnp
 
-from .._dispatch import Op, call_foreach
+from ..runtime._dispatch import Op, call_foreach
 from ..autograd.grad_mode import no_grad
 from ..ops.creation import zeros, zeros_like
 from .optimizer import Optimizer, _scalar_dtype

@@ -15,8 +15,9 @@ from collections import OrderedDict, defaultdict
 from copy import deepcopy
 from itertools import chain
 
-from .. import _dtype, _segment
-from .._tensor import Tensor
+from ..core import _dtype
+from ..runtime import _segment
+from ..core._tensor import Tensor
 from ..autograd.grad_mode import enable_grad
 from ..nn.hooks import RemovableHandle
 from ..nn.module import _typename, _zero_grad

@@ -4,7 +4,7 @@ Imports ``_dispatch``, ``grad_mode``, ``ops.creation`` and ``optim.optimizer``.
 """
 from __future__ import annotations
 
-from .._dispatch import Op, call_foreach
+from ..runtime._dispatch import Op, call_foreach
 from ..autograd.grad_mode import no_grad
 from ..ops.creation import zeros_like
 from .optimizer import Optimizer

@@ -17,12 +17,12 @@ from copy import deepcopy
 
 import numpy as np
 
-from .._dispatch import Op, call_foreach
+from ..runtime._dispatch import Op, call_foreach
 from ..autograd.grad_mode import no_grad
 from ..nn.module import Module
 from ..nn.normalization import _BatchNorm
 from ..ops.creation import tensor
-from .. import _dtype
+from ..core import _dtype
 from ._fused import lerp
 from .lr_scheduler import LRScheduler
 

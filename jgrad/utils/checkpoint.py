@@ -21,22 +21,24 @@ In "auto" mode and in capture the forward and the recomputation may be recorded 
 XLA would merge the recomputation's ops with the forward's (same ops, same arrays) and keep the activations
 alive: the recomputation's tensor inputs go through ``ops.barrier.optimization_barrier`` first.
 
-Imports ``autograd``, ``random``, ``_tensor``, ``_segment`` and ``streams`` (is a recording under way) and
-``ops.barrier``.
+Imports ``autograd``, ``random``, ``core`` (``_device``, ``_tensor``), ``runtime._segment`` and ``streams`` (is
+a recording under way) and ``ops.barrier``; ``nn`` at the call.
 """
 from __future__ import annotations
 
 import contextlib
 import warnings
 
-from .. import _segment, random as _random
-from .._tensor import Tensor
+from .. import random as _random
+from ..core._tensor import Tensor
 from ..ops.barrier import optimization_barrier
+from ..runtime import _segment
 from ..streams import active_captures as _active_captures
 from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 from ..autograd.grad_mode import enable_grad, is_grad_enabled as _grad_enabled, no_grad
+from ..core._device import get_default_device as _get_default_device
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
 
@@ -73,8 +75,7 @@ def _barrier(args):
 
 def _rng_states(args):
     """The default generators of the devices in play and their keys (immutable arrays: kept, not copied)."""
-    from .._device import get_default_device
-    devices = {get_default_device()} | {a.device for a in args if isinstance(a, Tensor)}
+    devices = {_get_default_device()} | {a.device for a in args if isinstance(a, Tensor)}
     gens = [_random.default_generator(d) for d in devices]
     return [(g, g._key) for g in gens]
 

@@ -25,9 +25,9 @@ import math
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from ... import _dtype
-from ..._device import PLAIN_JOINS, MeshDevice
-from ..._tensor import Tensor
+from ...core import _dtype, _format
+from ...core._device import PLAIN_JOINS, MeshDevice
+from ...core._tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
 from ... import streams as _streams
@@ -410,3 +410,6 @@ def _repr(t, body):
     if join is not None and join.alive():
         return body
     return f"DTensor(local_tensor={body}, device_mesh={md.device_mesh}, placements={_placements(t)})"
+
+
+_format.dtensor_repr = _repr  # a DTensor prints as PyTorch's DTensor does

@@ -3,8 +3,8 @@
 Also the package of PyTorch's class paths (``torch.nn.modules.rnn.LSTM``, ``torch.nn.modules.linear.Linear``,
 ...): its submodules re-export the layers from where jgrad defines them; ``jgrad.nn`` imports them all.
 
-Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter`` and ``ops.creation``;
-``grad_mode`` at the call.
+Imports ``nn.functional``, ``nn.init``, ``nn.module``, ``nn.parameter``, ``ops.creation`` and
+``grad_mode``.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ...ops.creation import empty
 from .. import functional as F, init
 from ..module import Module
 from ..parameter import Parameter
+from ...autograd.grad_mode import no_grad
 
 __all__ = ["Identity", "Linear", "Embedding", "LayerNorm", "Dropout", "AlphaDropout", "FeatureAlphaDropout",
            "LocalResponseNorm", "Flatten", "Unflatten", "ReLU", "ReLU6",
@@ -96,7 +97,6 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self) -> None:
         if self.padding_idx is not None:
-            from ...autograd.grad_mode import no_grad
             with no_grad():
                 self.weight[self.padding_idx] = 0.0  # __setitem__ writes in place (a slice is a copy)
 

@@ -19,8 +19,8 @@ import contextlib
 import warnings
 from itertools import chain
 
-from ... import _device
-from ..._tensor import Tensor
+from ...core import _device
+from ...core._tensor import Tensor
 from ...ops.shape import cat
 from ..module import Module
 

@@ -23,8 +23,8 @@ from collections import OrderedDict
 
 import jax
 
-from ..._device import PLAIN_JOINS, MeshDevice
-from ..._tensor import Tensor
+from ...core._device import PLAIN_JOINS, MeshDevice
+from ...core._tensor import Tensor
 from ...distributed import ProcessGroup
 from ...distributed._mesh import DeviceMesh, _kind
 from ...distributed.tensor import DTensor, Replicate, Shard

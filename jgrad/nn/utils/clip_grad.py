@@ -12,8 +12,8 @@ import math
 
 import jax.numpy as jnp
 
-from ..._dispatch import Op, call, call_foreach
-from ..._tensor import Tensor
+from ...runtime._dispatch import Op, call, call_foreach
+from ...core._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from ...ops.creation import tensor
 

@@ -4,7 +4,7 @@ Imports ``_tensor`` and ``ops.shape``.
 """
 from __future__ import annotations
 
-from ..._tensor import Tensor
+from ...core._tensor import Tensor
 from ...ops.shape import cat
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]

@@ -16,9 +16,9 @@ from enum import Enum, auto
 
 import jax.numpy as jnp
 
-from ..._dispatch import Op, call
-from ..._dtype import finfo
-from ..._tensor import Tensor
+from ...runtime._dispatch import Op, call
+from ...core._dtype import finfo
+from ...core._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from ... import ops as _ops
 from .. import functional as F

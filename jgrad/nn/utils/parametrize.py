@@ -15,7 +15,7 @@ import copyreg
 from contextlib import contextmanager
 from copy import deepcopy
 
-from ..._tensor import Tensor
+from ...core._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from ..container import ModuleDict, ModuleList
 from ..module import Module

@@ -7,8 +7,8 @@ field). Samplers are drawn lazily (``sampler.py``): a batch pulls only its own i
 and ``pin_memory`` are accepted and ignored: the data is loaded in the calling process (XLA copies host data
 to a device itself).
 
-Imports ``_tensor`` and ``utils.data.dataset``/``sampler``; ``_dtype`` and the op library (``creation``,
-``shape``) at the call.
+Imports ``_tensor``, ``_dtype``, the op library (``creation``, ``shape``) and
+``utils.data.dataset``/``sampler``.
 """
 from __future__ import annotations
 
@@ -18,9 +18,12 @@ import numbers
 
 import numpy as np
 
-from ..._tensor import Tensor
+from ...core._tensor import Tensor
 from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from ...ops.creation import tensor as _tensor_of
+from ...ops.shape import stack as _stack
+from ...core import _dtype
 
 __all__ = ["DataLoader", "default_collate", "get_worker_info"]
 
@@ -28,23 +31,20 @@ __all__ = ["DataLoader", "default_collate", "get_worker_info"]
 def default_collate(batch):
     """Stack a list of samples into a batch: tensors, NumPy arrays and numbers become one tensor (a new first
     dimension); tuples, lists and dicts are collated field by field; strings stay a list."""
-    from ...ops.creation import tensor
-    from ...ops.shape import stack
     first = batch[0]
     if isinstance(first, Tensor):
-        return stack(list(batch), 0)
+        return _stack(list(batch), 0)
     if isinstance(first, np.ndarray):
         if first.dtype.kind in "OSUV":
             raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
                             f"found {first.dtype}")
-        return tensor(np.stack(batch))
+        return _tensor_of(np.stack(batch))
     if isinstance(first, np.generic):
-        return tensor(np.asarray(batch))
+        return _tensor_of(np.asarray(batch))
     if isinstance(first, float):  # PyTorch collates Python floats as float64
-        from ... import _dtype
-        return tensor(list(batch), dtype=_dtype.float64)
+        return _tensor_of(list(batch), dtype=_dtype.float64)
     if isinstance(first, numbers.Number):
-        return tensor(list(batch))
+        return _tensor_of(list(batch))
     if isinstance(first, (str, bytes)):
         return list(batch)
     if isinstance(first, collections.abc.Mapping):

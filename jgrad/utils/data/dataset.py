@@ -1,14 +1,16 @@
 """Datasets (``torch.utils.data.dataset``): map-style ``Dataset``, ``IterableDataset``, ``TensorDataset``,
 ``ConcatDataset``, ``Subset`` and ``random_split``.
 
-Imports nothing of jgrad at module level; ``random_split`` draws its permutation with the op library
-(``random_ops.randperm``) at the call.
+Imports ``_dtype`` and the op library: ``random_split`` draws its permutation with ``random_ops.randperm``.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from ...ops.random_ops import randperm as _randperm
+from ...ops.creation import tensor as _tensor_of
+from ...core import _dtype
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset", "random_split"]
 
@@ -50,11 +52,9 @@ class TensorDataset(Dataset):
     def _batch(self, indices):
         """``default_collate([self[i] for i in indices])`` as one gather per tensor, the indices a tensor (data):
         indexing row by row compiles a kernel per new integer index."""
-        from ...ops.creation import tensor
-        from ... import _dtype
         out = []
         for t in self.tensors:
-            idx = tensor(indices, dtype=_dtype.int64, device=t._device)
+            idx = _tensor_of(indices, dtype=_dtype.int64, device=t._device)
             out.append(t[idx])
         return tuple(out)
 
@@ -100,8 +100,7 @@ class Subset(Dataset):
 
 
 def _permutation(n, generator):
-    from ...ops.random_ops import randperm
-    return randperm(n, generator=generator).tolist()
+    return _randperm(n, generator=generator).tolist()
 
 
 def random_split(dataset, lengths, generator=None):

@@ -7,13 +7,16 @@ default generator, so ``jg.manual_seed`` fixes the order) and draw the indices o
 PCG64 seeded with it: the same seed gives the same indices, and no device work or host read happens per
 batch. The indices are not PyTorch's (its generator is another algorithm).
 
-Imports the op library (``random_ops.randint``) at the call, for the seed.
+Imports ``_dtype`` and the op library (``random_ops.randint``, for the seed).
 """
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
+from ...ops.random_ops import randint as _randint
+from ...ops.creation import tensor as _tensor_of
+from ...core import _dtype
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
@@ -23,8 +26,7 @@ _CHUNK = 32  # indices drawn at a time with replacement (PyTorch's chunk)
 
 def _host_rng(generator) -> np.random.Generator:
     """A NumPy generator seeded by one draw from ``generator`` (the default jgrad generator when None)."""
-    from ...ops.random_ops import randint
-    seed = int(randint(0, 2 ** 62, (), generator=generator).item())
+    seed = int(_randint(0, 2 ** 62, (), generator=generator).item())
     return np.random.Generator(np.random.PCG64(seed))
 
 
@@ -116,9 +118,7 @@ class WeightedRandomSampler(Sampler):
         w = np.asarray(weights.tolist() if hasattr(weights, "tolist") else weights, dtype=np.float64)
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
-        from ...ops.creation import tensor
-        from ... import _dtype
-        self.weights = tensor(w, dtype=_dtype.float64)
+        self.weights = _tensor_of(w, dtype=_dtype.float64)
         self._w = w
         self.num_samples = num_samples
         self.replacement = replacement

@@ -1,9 +1,9 @@
 """Capture: record the kernels of a stream that captures instead of running them.
 
 While a stream captures, ``_dispatch`` hands every kernel call on it to ``Capture.record``. Outputs are
-``Buffer``s (``jgrad._recorder``): shape and dtype now, a value only after the graph replays (the memory
+``Buffer``s (``jgrad.core._recorder``): shape and dtype now, a value only after the graph replays (the memory
 of a CUDA graph's pool). At ``end`` the capture hands its outputs to ``graphs.Graph``, which has the
-recorded steps compiled into one pure function (``jgrad._compile.compile_plan``, cached by structure).
+recorded steps compiled into one pure function (``jgrad.runtime._compile.compile_plan``, cached by structure).
 Its inputs are the tensors the capture read that existed before it (read afresh at each replay), the
 generators it drew from, and buffers of other graphs; its outputs are the buffers still referenced
 when the capture ends (tensors, saved tensors, ``.grad``s, optimizer state) and the new generator
@@ -23,10 +23,10 @@ import weakref
 
 import jax
 
-from ._recorder import Buffer, Recorder, _settled, _tree_flatten
-from ._tensor import Tensor
-from .random import _split
-from .streams import active_captures
+from ..core._recorder import Buffer, Recorder, _settled, _tree_flatten
+from ..core._tensor import Tensor
+from ..random import _split
+from ..streams import active_captures
 
 _identity = jax.jit(lambda x: x)
 
@@ -97,7 +97,7 @@ class Capture(Recorder):
         self.active = True
         self.abandoned = None           # why, once abandoned
         self.failed_replay = None       # the error of its graph's last replay, when that failed
-        self.checks = []                # device-side checks recorded (jgrad._checks), re-armed at each replay
+        self.checks = []                # device-side checks recorded (jgrad.runtime._checks), re-armed at each replay
 
     # ---- recording ------------------------------------------------------------
     def record(self, fn, args, stream, tensors=()):

@@ -14,7 +14,7 @@ on the calling thread (JAX's tracing state is per thread), and random draws adva
 concrete state (``advance_outside_trace``), never a traced one.
 
 Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random`` and ``autograd`` (grad mode): the library layer
-(docs/design.md, "Layers"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
+(docs/design.md, "The house"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
 the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
 """
 from __future__ import annotations
@@ -25,11 +25,14 @@ import contextlib
 import jax
 import jax.numpy as jnp
 
-from . import _dtype, random as _random
-from ._device import get_default_device
-from ._recorder import Buffer
-from ._tensor import Tensor
-from .autograd.grad_mode import state as _state
+from ..core import _dtype
+from .. import random as _random
+from ..core._device import get_default_device
+from ..core._recorder import Buffer
+from ..core._tensor import Tensor
+from ..autograd.grad_mode import state as _state
+from ..runtime import _segment
+from ..runtime import _views
 
 __all__ = ["array_of", "wrap", "is_tensor", "first_device", "transform_scope", "run", "outputs_to_arrays"]
 
@@ -67,7 +70,6 @@ def advance_outside_trace(gen):
 def transform_scope():
     """What every transform call runs under: eager dispatch, jgrad's 64-bit scope, backward on this thread,
     random draws on the concrete generator state."""
-    from . import _segment
     stack = getattr(_random._key_hooks, "stack", None)
     if stack is None:
         stack = _random._key_hooks.stack = []
@@ -121,7 +123,6 @@ def run(fn, *args):
 def _forget_traced_offsets():
     """Views made while tracing cache their offset arrays (``_views.offsets``) as tracers of that trace: drop
     them, so that later calls make concrete ones."""
-    from . import _views
     for k in [k for k, v in _views._OFFSETS.items() if isinstance(v, jax.core.Tracer)]:
         _views._OFFSETS.pop(k, None)
 

@@ -17,15 +17,17 @@ import weakref
 import jax
 import jax.numpy as jnp
 
-from . import _dispatch, _layout
-from ._dtype import x64_scope as _x64
-from ._layout import gather_chain, scatter_chain
-from ._recorder import Buffer
-from ._tensor import Tensor
+from . import _dispatch
+from ..core import _layout
+from ..core._dtype import x64_scope as _x64
+from ..core._layout import gather_chain, scatter_chain
+from ..core._recorder import Buffer
+from ..core._tensor import Tensor
 from ._views import (DEFAULT, Alias, _call, _clock, _fresh, _join, _mark_stale, _set_data, _view_error, offsets)
-from .autograd import function as _function
-from .autograd.grad_mode import state as _state
-from .streams import _current_for
+from ..autograd import function as _function
+from ..autograd.grad_mode import state as _state
+from ..streams import _current_for
+from ..core._dtype import from_np
 
 def _copy_slices_forward(base, w, *off, steps):
     return scatter_chain(base, w, steps, off[0] if off else ())
@@ -256,7 +258,6 @@ class _Shaped:
 
     @property
     def dtype(self):
-        from ._dtype import from_np
         return from_np(self._data.dtype)
 
 

@@ -40,15 +40,16 @@ import itertools
 import jax
 import jax.numpy as jnp
 
-from . import _dtype, _segment
-from ._recorder import abstract
+from ..core import _dtype
+from . import _segment
+from ..core._recorder import abstract
 from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
-from ._tensor import Tensor
-from .autograd import engine as _engine_mod
-from .autograd.engine import GraphTask, _tls, _trimming, node_observers
-from .autograd.grad_mode import state as _state
-from .autograd.node import AccumulateGrad, GraphRoot, SavedVariable
-from .streams import _current_for, _san, active_captures as _active_captures
+from ..core._tensor import Tensor
+from ..autograd import engine as _engine_mod
+from ..autograd.engine import GraphTask, _tls, _trimming, node_observers
+from ..autograd.grad_mode import state as _state
+from ..autograd.node import AccumulateGrad, GraphRoot, SavedVariable
+from ..streams import _current_for, _san, active_captures as _active_captures
 
 #: Plans kept before the cache starts afresh.
 max_plans = 10_000

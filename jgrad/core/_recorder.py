@@ -1,6 +1,6 @@
 """The recorder: ``Buffer`` (a recorded array) and ``Recorder`` (steps of kernels on Buffers).
 
-Capture (``jgrad._capture``) and tiered execution (``jgrad._segment``) record the same way: a kernel call
+Capture (``jgrad.runtime._capture``) and tiered execution (``jgrad.runtime._segment``) record the same way: a kernel call
 becomes a step ``(fn, argument tree, refs, output buffer indices, stream)`` and its outputs are
 ``Buffer``s, whose shape and dtype are known at once (``jax.eval_shape``, cached per structure) and
 whose value comes later: when a capture's graph replays, or when a segment reaches a barrier. A tensor
@@ -282,14 +282,14 @@ def _eval_shape(fn, treedef, leaves):
 
 
 class Recorder:
-    """What capture and tiered segments share: steps of kernels on Buffers (see ``jgrad._segment``).
+    """What capture and tiered segments share: steps of kernels on Buffers (see ``jgrad.runtime._segment``).
 
     A step is ``(fn, treedef, refs, out indices, stream)``; a ref is ``("b", i)`` (buffer ``i`` of this
     recorder), ``("i", k)`` (input ``k``), ``("c", k)`` (constant ``k``) or ``("l", type, value)`` (a
     Python scalar frozen into the step). Subclasses decide what an array argument becomes (``_ref``).
     """
 
-    segment = False   # a tiered segment (jgrad._segment), not a capture
+    segment = False   # a tiered segment (jgrad.runtime._segment), not a capture
     pending = False   # a tiered segment not yet run (reading one of its buffers runs it)
     active = False    # a capture under way
     abandoned = None

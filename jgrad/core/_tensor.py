@@ -4,11 +4,11 @@ Ops are attached as methods by ``jgrad.ops`` (the op library owns them);
 this module holds only storage, metadata and the autograd-facing methods.
 
 Imports ``_dtype``, ``_device``, ``_tls``, ``_recorder`` (a tensor's storage may be a recorded
-``Buffer``) and ``_factories`` (``Tensor(data)`` converts as the factories do). The tensor is the type
-every layer passes around, so it sits below them; the methods that belong to a higher layer import it
-when they run: ``_dispatch`` (a pending value, host syncs), ``autograd`` (``backward``, hooks),
-``streams`` (``record_stream``), ``_format`` (``repr``) and ``_dlpack`` (``__dlpack__``). Never the op
-library: ``jgrad.ops`` attaches its methods to ``Tensor`` itself.
+``Buffer``), ``_host_copies``, ``_format`` (``repr``), ``_factories`` (``Tensor(data)`` converts as the
+factories do) and ``streams`` (``record_stream``). The tensor is the type every layer passes around, so it
+sits below them and imports none of them: the methods that belong to a higher layer call what that layer
+installs in ``above`` when it loads: the door (a pending value, host syncs), the engine (``backward``,
+hook handles) and DLPack (``__dlpack__``). ``jgrad.ops`` attaches its methods to ``Tensor`` itself.
 """
 from __future__ import annotations
 
@@ -18,16 +18,30 @@ from weakref import ref as _weakref
 import numpy as np
 
 from . import _dtype, _factories, _host_copies  # the factory path (jgrad.ops.creation) owns conversion rules
-from ._device import device as _device_cls
+from . import _device as _device_mod
+from ._device import device as _device_cls, from_jax as _device_from_jax
+from ._format import tensor_repr as _tensor_repr
 from ._tls import state as _grad_state
 from ._recorder import Buffer as _Buffer
+from ..streams import Stream as _Stream
+
+
+class _Above:
+    """What the layers above the tensor install when they load (docs/design.md, "The house"): the tensor is the
+    type every layer passes around, so it sits below them and never imports them."""
+    materialize = host_sync = None        # jgrad.runtime._dispatch: a pending value; a host read (a barrier)
+    backward = RemovableHandle = None     # jgrad.autograd: the engine's backward(); the handle of a hook
+    export_dlpack = dlpack_device = None  # jgrad.runtime._dlpack: __dlpack__ and __dlpack_device__
+
+
+above = _Above()
 
 
 class Tensor:
     """A multi-dimensional array whose storage is an immutable ``jax.Array``.
 
     In-place ops rebind the storage and bump ``_version``; views share their base's storage and version
-    counter, and a write through any of them reaches all (Note [Views] in ``jgrad/_views.py``).
+    counter, and a write through any of them reaches all (Note [Views] in ``jgrad/runtime/_views.py``).
     """
 
     __slots__ = ("_data", "_req", "_grad_fn", "_output_nr", "_vc", "_device", "_stream", "__weakref__",
@@ -42,7 +56,7 @@ class Tensor:
     _post_acc_hooks = None
     _aval = None  # shape and dtype when _data is None
     _capture = None
-    _alias = None  # where this tensor sits in a storage it shares (jgrad._views.Alias), once aliased
+    _alias = None  # where this tensor sits in a storage it shares (jgrad.runtime._views.Alias), once aliased
     _slot_gen = 0  # bumped when ``t.data = other`` points this tensor at other memory (saved tensors compare it)
 
     # ---- construction --------------------------------------------------
@@ -101,8 +115,7 @@ class Tensor:
             _regenerate(self, False)  # a view not read yet, or one a write through another view made stale
             d = self._data
         if d is None or type(d) is _Buffer:
-            from . import _dispatch
-            return _dispatch.materialize(self)
+            return above.materialize(self)
         return d
 
     def _stale_data(self):
@@ -273,12 +286,10 @@ class Tensor:
         """
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.node import RemovableHandle
-
         if self._grad_fn is None:
             if self._hooks is None:
                 self._hooks = {}
-            return RemovableHandle(self._hooks, hook)
+            return above.RemovableHandle(self._hooks, hook)
         return self._grad_fn._add_tensor_pre_hook(hook, self._output_nr)
 
     def register_post_accumulate_grad_hook(self, hook):
@@ -287,16 +298,13 @@ class Tensor:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._req:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.node import RemovableHandle
-
         if self._post_acc_hooks is None:
             self._post_acc_hooks = {}
-        return RemovableHandle(self._post_acc_hooks, hook)
+        return above.RemovableHandle(self._post_acc_hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves (``torch.Tensor.backward``)."""
-        from .autograd import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        above.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
         """A new tensor on the same storage and version counter, without history."""
@@ -331,8 +339,7 @@ class Tensor:
 
     # ---- host access ---------------------------------------------------
     def _host_sync(self, what):
-        from . import _dispatch
-        _dispatch.host_sync(self, what)
+        above.host_sync(self, what)
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
@@ -414,8 +421,7 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self):
-        from ._format import tensor_repr
-        return tensor_repr(self)
+        return _tensor_repr(self)
 
     def __reduce_ex__(self, proto):
         return (_rebuild, (np.asarray(self._value), str(self.device), self._req))
@@ -445,12 +451,11 @@ class Tensor:
         return new
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from ._dlpack import export_tensor  # DLPack sits above the tensor (it is a host sync, a barrier)
-        return export_tensor(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        # DLPack sits above the tensor (it is a host sync, a barrier)
+        return above.export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
-        from ._dlpack import tensor_dlpack_device
-        return tensor_dlpack_device(self)
+        return above.dlpack_device(self)
 
 
 # Per-tensor autograd and stream state that a deep copy starts afresh (PyTorch's copy has no hooks either).
@@ -459,7 +464,7 @@ _UNCOPIED = frozenset({"_grad", "_hooks", "_retains_grad", "_grad_acc", "_post_a
                        "_recorded_streams"})
 
 
-# Installed by jgrad._views (above the tensor: it dispatches the ops that read and write views).
+# Installed by jgrad.runtime._views (above the tensor: it dispatches the ops that read and write views).
 _regenerate = None   # _regenerate(t): give a stale member of a storage its value (and history)
 _alias = None        # _alias(t, own_version): detach() / .data, a tensor without history on t's storage
 _set_data_to = None  # _set_data_to(t, other): t.data = other
@@ -480,10 +485,9 @@ def _rebuild(arr, dev, req):
 
 
 def _device_from_array(arr, requested):
-    from ._device import from_jax
     if requested is not None:
         return _device_cls(requested)
-    return from_jax(next(iter(arr.devices())))
+    return _device_from_jax(next(iter(arr.devices())))
 
 
 def _init(t, arr, dev, requires_grad):
@@ -528,8 +532,7 @@ def _record_stream(self, stream) -> None:
     XLA frees a buffer only when no computation still uses it, so jgrad needs
     no allocator bookkeeping; the stream is validated and remembered.
     """
-    from .streams import Stream
-    if not isinstance(stream, Stream):
+    if not isinstance(stream, _Stream):
         raise TypeError(f"record_stream(): argument 'stream' must be a jgrad.Stream, not {type(stream).__name__}")
     if stream.device is not self._device:
         raise RuntimeError(f"record_stream(): stream is on {stream.device} but the tensor is on {self._device}")
@@ -537,3 +540,4 @@ def _record_stream(self, stream) -> None:
 
 
 Tensor.record_stream = _record_stream
+_device_mod.Tensor = Tensor  # resolve_devices looks at tensors

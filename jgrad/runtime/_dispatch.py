@@ -24,18 +24,21 @@ import numpy as np
 
 import weakref
 
-from . import _dtype, _kernel_cache, _segment, _tape
-from ._device import get_default_device, resolve_devices
-from ._tensor import Tensor
-from .streams import _current_for, _defaults as _default_streams, _overrides, _san as _sanitizing, _tls as _stream_tls
-from .streams import active_captures as _active_captures
-from .streams import check_access, host_read, record_new
-from .streams import _sync_hooks
-from ._recorder import Buffer, abstract
+from ..core import _dtype
+from . import _kernel_cache, _segment, _tape
+from ..core._device import get_default_device, resolve_devices
+from ..core import _tensor as _tensor_mod
+from ..core._tensor import Tensor
+from ..streams import (_current_for, _defaults as _default_streams, _overrides, _san as _sanitizing,
+                       _tls as _stream_tls)
+from ..streams import active_captures as _active_captures
+from ..streams import check_access, host_read, record_new
+from ..streams import _sync_hooks
+from ..core._recorder import Buffer, abstract
 from ._capture import CaptureError, concrete
-from .autograd.engine import task_should_compute_output
-from .autograd.grad_mode import state as _state
-from .autograd.node import Node, SavedVariable, _SECOND_BACKWARD
+from ..autograd.engine import task_should_compute_output
+from ..autograd.grad_mode import state as _state
+from ..autograd.node import Node, SavedVariable, _SECOND_BACKWARD
 
 _ALL_OPS: list = []
 _weakref = weakref.ref
@@ -434,7 +437,7 @@ def call_inplace(op, target, *args, **attrs):
     key = tuple(attrs.items()) if attrs else ()
     if target._inference and not _state.inference:
         raise RuntimeError(INFERENCE_INPLACE)
-    if target._alias is not None:  # it shares its storage: the write reaches every view (jgrad._views)
+    if target._alias is not None:  # it shares its storage: the write reaches every view (jgrad.runtime._views)
         return _alias_inplace(op, target, args, key, attrs)
     if target._req and target._grad_fn is None and _state.grad_enabled:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
@@ -446,7 +449,7 @@ INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode i
                      "for more details.")
 
 
-# Installed by jgrad._views (it dispatches ops itself, so it sits above the door).
+# Installed by jgrad.runtime._views (it dispatches ops itself, so it sits above the door).
 _alias_inplace = None  # _alias_inplace(op, target, args, key, attrs): an in-place op on a tensor sharing storage
 _alias_store = None    # _alias_store(t, array): t's new value reaches its storage and the other views
 
@@ -512,7 +515,7 @@ def call_foreach(op, targets, *args, **attrs):
     return targets
 
 
-# While a dual level is active (``jgrad._forward_ad``): ``hook(run, op, args, attrs, inplace)`` runs ``run()`` and
+# While a dual level is active (``jgrad.runtime._forward_ad``): ``hook(run, op, args, attrs, inplace)`` runs ``run()`` and
 # gives the outputs of an op with dual inputs their tangents, or returns None (no dual input: run as usual).
 forward_ad_hook = None
 
@@ -614,7 +617,7 @@ class _Later:
 
 def call_later(op, src, args, attrs, avals):
     """Tensors for ``op(src, *args)`` (outputs of ``avals``) that are recorded but not run: their values come
-    later, when first read (views: ``jgrad._views``). Their node, when grad mode records one, is made now."""
+    later, when first read (views: ``jgrad.runtime._views``). Their node, when grad mode records one, is made now."""
     if src._data is None and getattr(src, "_sparse_call", None) is not None:
         src._sparse_call(op, None, attrs, None)  # a view of a sparse COO tensor: PyTorch's error (ops.sparse_coo)
     dev = src._device
@@ -777,3 +780,9 @@ def materialize(tensor):
             return d.value
         raise d.missing()
     raise RuntimeError(f"This tensor (shape {list(tensor.shape)}, dtype {tensor.dtype}) has no data.")
+
+
+# The tensor and dtypes sit below the door and never import it (docs/design.md, "The house"): a pending value and a
+# host read reach it through the tensor's hooks, and a new default dtype drops the compiled kernels.
+_tensor_mod.above.materialize, _tensor_mod.above.host_sync = materialize, host_sync
+_dtype.default_dtype_hooks.append(clear_kernel_caches)

@@ -1,6 +1,6 @@
 """What a tiered segment that fails leaves behind: nothing lost (Note [Transactional segments]).
 
-Imports ``_recorder`` and ``_segment_run``; ``streams`` at the call that names where a barrier was. Used by
+Imports ``_recorder`` and ``_segment_run``; ``streams`` (it names where a barrier was). Used by
 ``_segment`` alone.
 
 Note [Transactional segments]
@@ -43,8 +43,9 @@ import weakref
 import jax
 import jax.numpy as jnp
 
-from ._recorder import Buffer
+from ..core._recorder import Buffer
 from . import _segment_run as _run
+from ..streams import _user_site
 
 _weakref = weakref.ref
 _main_thread = threading.main_thread
@@ -215,7 +216,6 @@ def roll_back(seg, e, state):
         where = f"the compiled executable of its {n} ops"
     else:
         where = f"its compile ({n} ops)"
-    from .streams import _user_site
     what = "was interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
     seg.failed = f"{type(e).__name__}: {e} (at {where})"
     note = (f"jgrad: the pending work of {seg.device} {what} at {where}, at the barrier at {_user_site()}. "

@@ -1,7 +1,7 @@
 """PyTorch-style tensor repr: ``tensor([1., 2.], grad_fn=<MulBackward0>)``.
 
-Imports ``_dtype``; ``streams`` at the call (its host-sync hooks: pending device-side checks report when a
-tensor is printed) and ``jgrad.distributed.tensor`` at the call that prints a DTensor. Used by
+Imports ``_dtype`` and ``streams`` (its host-sync hooks: pending device-side checks report when a tensor is
+printed); ``jgrad.distributed.tensor`` installs how a DTensor prints (``dtensor_repr``). Used by
 ``Tensor.__repr__``.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from . import _dtype
+from ..streams import _sync_hooks
 
 
 # PyTorch's print options (torch._tensor_str.PRINT_OPTS): its defaults; set_printoptions changes them
@@ -148,18 +149,20 @@ def _add_suffixes(text: str, suffixes, indent: int) -> str:
     return "".join(out)
 
 
+# How a DTensor prints: jgrad.distributed.tensor installs it when it loads (it sits far above the tensor).
+dtensor_repr = None
+
+
 def tensor_repr(t) -> str:
     """``repr`` as PyTorch's ``_str_intern`` writes it for a strided tensor (a DTensor's as PyTorch's DTensor's)."""
     if getattr(t._device, "device_mesh", None) is not None:
-        from .distributed.tensor._api import _repr
-        return _repr(t, _tensor_repr(t))
+        return dtensor_repr(t, _tensor_repr(t))
     return _tensor_repr(t)
 
 
 def _report_checks():
     """Printing reads values: pending device-side checks report first, as at any host read (not a capture's
     host sync: printing a captured tensor shows that it has no value yet)."""
-    from .streams import _sync_hooks
     for hook in _sync_hooks:
         hook("printing a tensor", None)
 

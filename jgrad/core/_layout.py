@@ -6,7 +6,7 @@ geometry PyTorch reports for it (sizes, strides and offset, in elements). The st
 into the root. Both are traced inside a jitted kernel per chain structure; slice offsets are dynamic
 arguments (``dyn``), so a slice at a new offset runs the same compiled kernel.
 
-Imports jax and NumPy only: the runtime (``jgrad._views``) builds tensors and ops on top of it.
+Imports jax and NumPy only: the runtime (``jgrad.runtime._views``) builds tensors and ops on top of it.
 
 A step is a tuple whose first entry names its kind; the others are static (part of the kernel key):
 - ``("index", sizes, steps, out_map, moved)``: basic indexing. Dimension ``d`` keeps ``sizes[d]``

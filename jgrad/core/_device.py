@@ -7,8 +7,8 @@ addresses, as PyTorch's ``cuda:0`` is a process's first GPU). Virtual CPU device
 A ``MeshDevice`` is the device of tensors distributed over a ``jax.sharding.Mesh`` (DTensors,
 ``jgrad.distributed.tensor``): ops on them run as one SPMD program over the mesh.
 
-Imports nothing of jgrad at module level; ``resolve_devices`` (``_dispatch``'s cold path for an op on
-tensors of several devices) imports ``_tensor`` at the call.
+Imports nothing of jgrad; ``resolve_devices`` (``_dispatch``'s cold path for an op on tensors of several
+devices) looks at tensors through ``Tensor``, which ``_tensor`` installs when it loads.
 """
 from __future__ import annotations
 
@@ -188,6 +188,7 @@ _MESHES: dict = {}
 # DTensors of that mesh, None refusing it. DistributedDataParallel registers its mesh (nn.parallel.distributed):
 # a plain target joins laid out as the batch is, as each PyTorch rank's target meets its own part of the output.
 PLAIN_JOINS: dict = {}
+Tensor = None  # the tensor's class: jgrad.core._tensor installs it when it loads (the tensor sits above devices)
 
 
 def resolve_devices(opname, args, arrays):
@@ -199,7 +200,6 @@ def resolve_devices(opname, args, arrays):
     replaced), a plain tensor on a mesh of ``PLAIN_JOINS`` (DistributedDataParallel's) as that join lays it
     out; any other plain tensor is PyTorch's "got mixed torch.Tensor and DTensor" error.
     """
-    from ._tensor import Tensor
     first = None
     meshes = []
     for a in args:

@@ -1,10 +1,10 @@
 """Compiling recorded steps into one XLA executable: options, progress, and the capture's plan and cache.
 
-``compile_plan`` turns a finished capture (``jgrad._capture.Capture``) into one ``jax.jit``-compiled
+``compile_plan`` turns a finished capture (``jgrad.runtime._capture.Capture``) into one ``jax.jit``-compiled
 executable, cached by the capture's structure (``cache_info``/``cache_clear``); side-stream regions
 are lowered with ``compute_on("gpu_stream:N")`` on a GPU. ``compiler_options`` (the XLA options of
 captured executables on a GPU) and ``_Progress`` (a line on stderr for a long compile) are shared with
-tiered segments (``jgrad._segment_run``). The knobs ``gpu_compiler_options``,
+tiered segments (``jgrad.runtime._segment_run``). The knobs ``gpu_compiler_options``,
 ``side_stream_compiler_options`` and ``progress_after`` live here and are read at each compile.
 
 Imports ``_recorder`` and ``_dtype``; used by ``graphs`` (which owns ``Graph``) and ``_segment_run``.
@@ -20,8 +20,8 @@ import warnings
 import jax
 import numpy as np
 
-from ._dtype import x64_scope
-from ._recorder import _as_aval, _aval_key, _layout, _tree_unflatten
+from ..core._dtype import x64_scope
+from ..core._recorder import _as_aval, _aval_key, _layout, _tree_unflatten
 
 
 #: Seconds a compile may take before a progress line goes to stderr (None: never).

@@ -34,8 +34,8 @@ import weakref
 import jax
 
 from . import _dispatch, _views
-from ._tensor import Tensor
-from .autograd import forward_ad as _api, function as _function, node as _node
+from ..core._tensor import Tensor
+from ..autograd import forward_ad as _api, function as _function, node as _node
 
 _tls = threading.local()
 _state = {"token": None, "holders": []}

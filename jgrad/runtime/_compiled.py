@@ -30,15 +30,15 @@ import jax
 
 from . import _segment
 from ._capture import CaptureError
-from ._dtype import x64_scope
-from ._recorder import Buffer
-from ._tensor import Tensor
-from .autograd import Function, grad as _autograd_grad, once_differentiable
-from .autograd.grad_mode import no_grad, state as _grad_state
-from .autograd import node as _node
-from .autograd.node import AccumulateGrad
-from .graphs import Graph, graph as _graph_ctx
-from .streams import Stream
+from ..core._dtype import x64_scope
+from ..core._recorder import Buffer
+from ..core._tensor import Tensor
+from ..autograd import Function, grad as _autograd_grad, once_differentiable
+from ..autograd.grad_mode import no_grad, state as _grad_state
+from ..autograd import node as _node
+from ..autograd.node import AccumulateGrad
+from ..graphs import Graph, graph as _graph_ctx
+from ..streams import Stream
 
 _flatten = jax.tree_util.tree_flatten
 _unflatten = jax.tree_util.tree_unflatten

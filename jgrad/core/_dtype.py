@@ -1,8 +1,8 @@
 """jgrad dtypes: thin named wrappers over NumPy/JAX dtypes, with PyTorch's names
 and PyTorch's type-promotion rules.
 
-Imports nothing of jgrad at module level; ``set_default_dtype`` imports ``_dispatch`` at the call, to
-drop the compiled kernels (type promotion depends on the default dtype).
+Imports nothing of jgrad; ``set_default_dtype`` runs ``default_dtype_hooks``, where ``runtime._dispatch``
+drops its compiled kernels (type promotion depends on the default dtype).
 """
 from __future__ import annotations
 
@@ -164,15 +164,18 @@ def get_default_dtype() -> dtype:
     return _default[0]
 
 
+# Run when the default dtype changes: jgrad.runtime._dispatch drops its compiled kernels (it sits above dtypes).
+default_dtype_hooks: list = []
+
+
 def set_default_dtype(d) -> None:
     """Set the default floating dtype; only float32 or float64 (as in PyTorch)."""
     d = canonical(d)
     if d not in (float32, float64, float16, bfloat16):
         raise TypeError(f"only floating-point types are supported as the default type, got {d}")
     _default[0] = d
-    from . import _dispatch  # promotion depends on it: compiled kernels must not be reused
-
-    _dispatch.clear_kernel_caches()
+    for hook in default_dtype_hooks:  # promotion depends on it: compiled kernels must not be reused
+        hook()
 
 
 def _index_dtype():

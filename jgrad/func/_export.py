@@ -15,9 +15,10 @@ import os
 
 import jax
 
-from . import _dtype, _segment
-from ._tensor import Tensor
-from .autograd.grad_mode import no_grad
+from ..core import _dtype
+from ..runtime import _segment
+from ..core._tensor import Tensor
+from ..autograd.grad_mode import no_grad
 
 __all__ = ["export_stablehlo"]
 

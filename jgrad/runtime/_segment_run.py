@@ -15,10 +15,10 @@ import weakref
 
 import jax
 
-from . import _host_copies
+from ..core import _host_copies
 from ._compile import _Progress, compiler_options
-from ._recorder import _tree_unflatten
-from ._dtype import x64_scope
+from ..core._recorder import _tree_unflatten
+from ..core._dtype import x64_scope
 
 _weakref = weakref.ref
 _tree_leaves = jax.tree_util.tree_leaves

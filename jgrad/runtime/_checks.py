@@ -43,9 +43,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtype, _segment, streams
+from ..core import _dtype
+from . import _segment
+from .. import streams
 from ._dispatch import Op, call
-from ._tensor import Tensor
+from ..core._tensor import Tensor
 
 
 def _range_flag(idx, low, high, ignore):

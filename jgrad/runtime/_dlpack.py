@@ -73,11 +73,13 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from . import _dispatch, _dtype, _segment
-from . import streams as _streams
-from ._device import _devices, device as _jg_device, from_jax as _device_from_jax
-from ._recorder import _settled
-from ._tensor import Tensor
+from . import _dispatch, _segment
+from ..core import _dtype
+from .. import streams as _streams
+from ..core._device import _devices, device as _jg_device, from_jax as _device_from_jax
+from ..core._recorder import _settled
+from ..core import _tensor
+from ..core._tensor import Tensor
 
 __all__ = ["from_dlpack", "export_tensor", "tensor_dlpack_device", "UnsupportedDTypeError", "ALIGNMENT"]
 
@@ -460,3 +462,6 @@ def _import_numpy_x64(a, target, copy, what):
     if not copy and a.size and buffer_pointer(arr) == _pointer(a):
         _segment.mark_external(arr)  # NumPy may write it: "auto" mode runs ops reading it at once
     return _wrap_imported(arr, what)
+
+
+_tensor.above.export_dlpack, _tensor.above.dlpack_device = export_tensor, tensor_dlpack_device

@@ -2,8 +2,8 @@
 
 Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
 with ``_compile``'s helpers, and the background compile worker), ``_segment_fail`` (what a failing one leaves),
-``_segment_info`` (the counts, per structure, and why each was new), ``_device`` and ``_dtype``, and ``streams`` at
-the call that installs the barrier hook; nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
+``_segment_info`` (the counts, per structure, and why each was new), ``_device``, ``_dtype`` and ``streams`` (it
+installs the barrier hook there); nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
 ``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
 
 Note [Tiered execution]
@@ -14,8 +14,8 @@ on a GPU machine, ~5-10 us on a CPU). In "auto" mode ``_dispatch`` records the k
 a value later. Everything PyTorch checks at the op (shapes through ``jax.eval_shape``, dtypes,
 devices, version counters, leaf in-place) still runs at the op's line; only the kernels wait.
 
-One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/_recorder.py``) of the same steps
-(kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
+One recorder: capture (``_capture.Capture``) and segments are both ``Recorder``s (``jgrad/core/_recorder.py``) of
+the same steps (kernel, argument tree, refs, output buffer indices, stream) producing the same ``Buffer``s, with
 shapes from the same cached ``_eval_shape``, and they share the factories' eager rule, the x64
 scope and the XLA options. What differs is what an argument becomes: a capture's inputs are tensors
 read afresh at every replay (so it keeps tensor slots, constants and stream regions); a segment's
@@ -90,13 +90,15 @@ import weakref
 
 import jax
 
-from ._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
-from ._recorder import buffer_proto
-from ._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from . import _host_copies, _segment_fail as _fail, _segment_info as _info, _segment_run as _run
+from ..core._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
+from ..core._recorder import buffer_proto
+from ..core._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
+from ..core import _host_copies
+from . import _segment_fail as _fail, _segment_info as _info, _segment_run as _run
 from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
-from ._idmap import IdWeakMap
-from ._dtype import x64_scope
+from ..core._idmap import IdWeakMap
+from ..core._dtype import x64_scope
+from .. import streams
 
 _made = Buffer.made
 try:
@@ -757,7 +759,6 @@ def _restart_trie():
 
 
 def _install():
-    from . import streams
     streams._barrier[0] = _barrier
     # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
     # still queued are dropped: the program that wanted them has ended).

@@ -2,7 +2,7 @@
 
 ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian`` and ``vmap`` take a
 jgrad function (tensors in, tensors out) and return one. The function is traced into JAX
-(``jgrad._functional``: tensors wrapping tracers go through jgrad's ops, each a ``jax.jit`` kernel) and
+(``jgrad.func._functional``: tensors wrapping tracers go through jgrad's ops, each a ``jax.jit`` kernel) and
 the matching JAX transform (``jax.grad``, ``jax.vjp``, ``jax.jvp``, ``jax.jacrev``, ``jax.jacfwd``,
 ``jax.hessian``, ``jax.vmap``) runs it; the arrays it returns come back as tensors without history.
 ``vmap`` is JAX's batching (one kernel per op for the whole batch), ``jacfwd`` is forward mode, and
@@ -10,9 +10,10 @@ transforms nest because a transformed function is again a function of tensors. `
 ``stack_module_state`` are PyTorch's module helpers. docs/functional.md says what composes and how each maps
 to JAX.
 
-Imports ``_functional``, ``_vmap``, ``_tensor``; ``nn`` (functional_call) and ``ops`` at the call: the library
+Imports ``_functional``, ``_vmap``, ``_tensor``, ``nn`` (functional_call), ``ops`` and autograd: the library
 layer. Loading it installs ``autograd.grad(..., is_grads_batched=True)`` and what ``autograd.functional``
-needs of the op library, and loads ``_forward_ad`` (the door rule of ``autograd.forward_ad``).
+needs of the op library and of this module (``jacfwd``), and loads ``runtime._forward_ad`` (the door rule of
+``autograd.forward_ad``).
 """
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._functional import array_of, first_device, is_tensor, outputs_to_arrays, run, transform_scope, wrap
-from ._tensor import Tensor
+from ..core._tensor import Tensor
 from ._vmap import check_randomness as _check_randomness, randomness_scope as _randomness_scope, vmap
+from . import _vmap
+from ..runtime import _forward_ad  # noqa: F401  (autograd.forward_ad's rule in the op door)
+from .. import autograd as _autograd, ops as _ops
+from ..autograd import functional as _af
+from ..nn._functional_call import functional_call as _fc, stack_module_state as _stack_module_state
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
            "stack_module_state", "linearize"]
@@ -345,25 +351,16 @@ def hessian(func, argnums=0):
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
     """Call ``module`` with its parameters and buffers replaced by those of ``parameter_and_buffer_dicts``
     (a dict, or a tuple of dicts, of dotted names to tensors); the module is unchanged afterwards."""
-    from .nn._functional_call import functional_call as _fc
     return _fc(module, parameter_and_buffer_dicts, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 def stack_module_state(models):
     """``(params, buffers)``: each name's tensors of the ``models`` stacked along a new first dimension
     (the parameters as new leaves that require grad), for ``vmap`` over an ensemble."""
-    from .nn._functional_call import stack_module_state as _s
-    return _s(models)
+    return _stack_module_state(models)
 
 
 
 
-def _install():
-    from . import _forward_ad, _vmap, autograd, ops  # noqa: F401  (_forward_ad: forward_ad's rule in the door)
-    from .autograd import functional as _af
-    autograd._batched_grad = _vmap.batched_grad
-    _af._stack = ops.stack
-    _af._eye = ops.eye
-
-
-_install()
+_autograd._batched_grad = _vmap.batched_grad
+_af._stack, _af._eye, _af._func_jacfwd = _ops.stack, _ops.eye, jacfwd

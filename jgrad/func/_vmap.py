@@ -1,6 +1,6 @@
 """``jgrad.func.vmap``: a jgrad function batched by ``jax.vmap`` of its ops, and ``grad(is_grads_batched=True)``.
 
-The function is traced with tensors that wrap ``jax.vmap``'s batch tracers (``jgrad._functional``), so every
+The function is traced with tensors that wrap ``jax.vmap``'s batch tracers (``jgrad.func._functional``), so every
 jgrad op it calls runs its ``jax.jit`` kernel once for the whole batch, which is JAX's batching rule of that
 kernel: one kernel per op, never a Python loop over the examples. ``chunk_size`` runs ``vmap`` on that many
 examples at a time and concatenates, as PyTorch does.
@@ -13,7 +13,7 @@ generator once per call and batched with the inputs; every draw inside folds in 
 ``_batched_grad`` is installed as ``autograd._batched_grad``: the engine runs once under ``vmap`` over the
 first dimension of the grad_outputs (each backward kernel batched).
 
-Imports ``_functional``, ``_tensor`` and ``random``: the library layer (docs/design.md, "Layers").
+Imports ``_functional``, ``_tensor`` and ``random``: the library layer (docs/design.md, "The house").
 """
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from . import random as _random
+from .. import random as _random
 from ._functional import (advance_outside_trace, array_of, first_device, is_tensor, outputs_to_arrays, run as _run,
                           transform_scope, wrap)
-from ._tensor import Tensor
+from ..core._tensor import Tensor
+from .. import ops
 
 __all__ = ["vmap"]
 
@@ -233,7 +234,6 @@ def batched_grad(grad_fn, outputs, inputs, grad_outputs, retain_graph, create_gr
     Without create_graph the engine runs once under ``vmap`` (each backward kernel batched). With it, once
     per row, the rows stacked by a differentiable op: a graph recorded under ``vmap`` would hold its tracers.
     """
-    from . import ops
     n = _check_batched(outputs, grad_outputs)
     if create_graph:
         rows = [grad_fn(outputs, inputs, [g[k] if isinstance(g, Tensor) else g for g in grad_outputs],

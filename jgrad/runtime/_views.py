@@ -4,7 +4,7 @@ Note [Views]
 ~~~~~~~~~~~~
 What a storage holds. A jax array never changes, so a storage is not memory but a slot: ``Storage.root``,
 a hidden tensor whose value is the newest value of the whole memory (in the shape of the tensor the
-storage was made for). Every tensor on a storage is a member, with its ``Geometry`` (``jgrad._layout``):
+storage was made for). Every tensor on a storage is a member, with its ``Geometry`` (``jgrad.core._layout``):
 the chain of view steps from the root to its value, and PyTorch's sizes/strides/offset. A tensor gets a
 storage only when something first aliases it (a view, ``detach()``, ``.data``, ``untyped_storage()``);
 until then its array is its memory, and nothing on the per-op path changes.
@@ -35,7 +35,7 @@ its own. A saved tensor reads, at backward, what its storage holds when its vers
 When a member writes and no other member is alive, the storage is dropped: the tensor goes back to
 plain rebinding (and its array may again be donated to a compiled step).
 
-This module is the read side (storages, making views, reading them); ``jgrad._view_writes`` the write
+This module is the read side (storages, making views, reading them); ``jgrad.runtime._view_writes`` the write
 side (in-place ops on members, CopySlices, PyTorch's refusals).
 
 Imports ``_layout``, ``_tensor``, ``_recorder``, ``_dispatch``, ``streams`` and ``autograd`` (grad mode,
@@ -52,13 +52,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dispatch, _layout, _tensor
-from ._layout import Geometry, gather_chain, scatter_chain
-from ._dtype import x64_scope as _x64
-from ._recorder import Buffer
-from ._tensor import Tensor
-from .autograd import function as _function, node as _node
-from .autograd.grad_mode import state as _state
+from . import _dispatch
+from ..core import _layout, _tensor
+from ..core._layout import Geometry, gather_chain, scatter_chain
+from ..core._dtype import x64_scope as _x64
+from ..core._recorder import Buffer
+from ..core._tensor import Tensor
+from ..autograd import function as _function, node as _node
+from ..autograd.grad_mode import state as _state
 
 _weakref = weakref.ref
 _call = _dispatch.call_keyed

@@ -14,12 +14,12 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtype
-from ._recorder import Buffer, _settled, aval_info
-from ._tensor import Tensor
-from .autograd.anomaly import record_forward_trace
-from .autograd.grad_mode import state as _state
-from .autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
+from ..core import _dtype
+from ..core._recorder import Buffer, _settled, aval_info
+from ..core._tensor import Tensor
+from ..autograd.anomaly import record_forward_trace
+from ..autograd.grad_mode import state as _state
+from ..autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
 
 
 def record(node, op, key, attrs, args, outs, dev, stream, inplace):

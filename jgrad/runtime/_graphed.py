@@ -6,22 +6,24 @@ order, through ``autograd.grad``) into graphs sharing one pool, and wrap the
 pair in an autograd Function whose forward and backward replay them.
 
 Imports ``graphs`` (``Graph``), autograd (``Function``, ``grad``), ``streams``, ``_tensor`` and
-``_factories`` (the gradient placeholders); ``jgrad.nn`` at the call (a callable may be a ``Module``).
-``graphs.make_graphed_callables`` imports this module at its call, since this one builds on ``Graph``.
+``_factories`` (the gradient placeholders). Installs itself as ``graphs.make_graphed_callables``, since it
+builds on ``Graph``; ``jgrad.nn`` installs ``Module`` here (a callable may be one), since nn sits above.
 """
 from __future__ import annotations
 
-from ._tensor import Tensor
-from .autograd import Function, grad as _grad, once_differentiable
-from .graphs import Graph, graph, graph_pool_handle
-from . import _factories
-from .streams import Stream, stream as _stream_ctx
+from ..core._tensor import Tensor
+from ..autograd import Function, grad as _grad, once_differentiable
+from ..graphs import Graph, graph, graph_pool_handle
+from ..core import _factories
+from ..streams import Stream, stream as _stream_ctx
+from .. import graphs as _graphs
+
+_Module = [()]  # jgrad.nn.Module, installed by jgrad.nn when it loads (isinstance(c, ()) is False until then)
 
 
 def _check(callables, sample_args):
-    from .nn import Module
     for c, args in zip(callables, sample_args):
-        if isinstance(c, Module):
+        if isinstance(c, _Module[0]):
             if c._backward_hooks or c._forward_hooks or c._forward_pre_hooks:
                 raise RuntimeError("Modules must not have hooks registered at the time they are passed. However, "
                                    "registering hooks on modules after passing them through "
@@ -39,12 +41,11 @@ def _as_tuple(outputs):
 
 
 def make_graphed_callables(callables, sample_args):
-    from .nn import Module
     just_one = not isinstance(callables, tuple)
     if just_one:
         callables, sample_args = (callables,), (sample_args,)
     _check(callables, sample_args)
-    params = [tuple(c.parameters()) if isinstance(c, Module) else () for c in callables]
+    params = [tuple(c.parameters()) if isinstance(c, _Module[0]) else () for c in callables]
     surfaces = [tuple(args) + p for args, p in zip(sample_args, params)]
     fwd_graphs = [Graph() for _ in callables]
     bwd_graphs = [Graph() for _ in callables]
@@ -87,7 +88,7 @@ def make_graphed_callables(callables, sample_args):
     for i, func in enumerate(callables):
         graphed = _graphed_function(fwd_graphs[i], bwd_graphs[i], params[i], len(sample_args[i]), was_tensor[i],
                                     surfaces[i], static_outputs[i], grad_outputs[i], grad_inputs[i])
-        if isinstance(func, Module):
+        if isinstance(func, _Module[0]):
             func.forward = _graphed_forward(func, func.training, graphed, func.forward)
             result.append(func)
         else:
@@ -134,3 +135,6 @@ def _graphed_forward(module, training, graphed, orig_forward):
             return graphed(*user_args)
         return orig_forward(*user_args)
     return forward
+
+
+_graphs._graphed_impl[0] = make_graphed_callables
