@@ -129,7 +129,8 @@ def breakdown(fn, calls=5):
 
     import jax
 
-    from jgrad import _functional, _vmap, func
+    from jgrad import func
+    from jgrad.func import _functional, _vmap
 
     parts = {"trace (make_jaxpr)": [], "cache key (str of the jaxpr)": [], "executable run": [], "total": []}
 

@@ -216,7 +216,7 @@ def test_recomputation_behind_an_optimization_barrier_in_auto_mode(reentrant):
     inputs go through jax.lax.optimization_barrier in it (XLA's CSE would otherwise be free to merge the second
     tanh into the first); results and gradients are the eager ones. (XLA's CPU compiler removes the barrier in
     its cse_barrier_expander pass before CSE, so the CPU executable still merges them.)"""
-    from jgrad import _segment, _segment_run
+    from jgrad.runtime import _segment, _segment_run
     import jax
 
     eager = _grads(jg, jc, reentrant)

@@ -17,7 +17,7 @@ import pytest
 
 import jgrad as jg
 import jgrad.autograd.forward_ad as fwAD
-from jgrad import _dispatch
+from jgrad.runtime import _dispatch
 from jgrad.nn import functional as NF
 
 one_mode = pytest.mark.one_execution_mode

@@ -293,7 +293,7 @@ def test_other_shape_ops():
     (lambda: jg.cat([jg.ones(2, 3), jg.ones(2, 4)]), RuntimeError,
      "Sizes of tensors must match except in dimension 0. Expected size 3 but got size 4 for tensor number 1"),
     (lambda: jg.cat([jg.ones(2, 3), jg.ones(3)]), RuntimeError, "Tensors must have same number of dimensions"),
-    (lambda: jg.cat([]), RuntimeError, "expected a non-empty list of Tensors"),
+    (lambda: jg.cat([]), ValueError, "expected a non-empty list of Tensors"),
     (lambda: jg.stack([jg.ones(2, 3), jg.ones(3)]), RuntimeError,
      r"stack expects each tensor to be equal size, but got \[2, 3\] at entry 0 and \[3\] at entry 1"),
     (lambda: jg.ones(5).split([2, 2]), RuntimeError, "split_with_sizes expects split_sizes to sum exactly to 5"),

@@ -95,7 +95,7 @@ def test_set_printoptions_prints_as_pytorch():
             jg.set_printoptions(**opts)
             for d in data:
                 assert repr(jg.tensor(d, dtype=jg.float32)) == repr(torch.tensor(d, dtype=torch.float32)), opts
-            assert jg._format.get_printoptions() == torch._tensor_str.get_printoptions()
+            assert jg.core._format.get_printoptions() == torch._tensor_str.get_printoptions()
     finally:
         torch.set_printoptions(profile="default")
         jg.set_printoptions(profile="default")
@@ -124,7 +124,7 @@ def test_assert_close_is_pytorchs():
                 torch.testing.assert_close(*theirs, **kw)
             assert got.type is expected.type
             text = str(expected.value).replace("torch.Size([", "(").replace("])", ",)").replace("torch.", "jgrad.")
-            assert str(got.value).replace("<class 'jgrad._tensor.Tensor'>", "<class 'jgrad.Tensor'>") == text
+            assert str(got.value).replace("<class 'jgrad.core._tensor.Tensor'>", "<class 'jgrad.Tensor'>") == text
 
 
 def _raises(fn, args, kw):
