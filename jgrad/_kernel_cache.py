@@ -63,8 +63,13 @@ check_every = 16
 #: Interpret (NumPy on the host) a kernel's calls at a new shape when its arrays hold at most this many
 #: elements in all and live on a CPU (0: always compile, as before).
 interpret_max_elements = 1 << 18
-#: A shape compiles once its interpreted calls have cost this many times the expected compile time.
+#: A shape that recurs compiles: at its ``compile_after``-th call, or once its interpreted calls have cost
+#: ``compile_payback`` times the expected compile time, whichever comes first.
+compile_after = 2
 compile_payback = 1.0
+#: Compile hot shapes in a background thread (one at a time; the calls meanwhile are interpreted); False:
+#: at the call that makes the shape hot.
+background_compile = True
 #: Expected seconds of one kernel's compile before any was measured.
 compile_prior = 0.05
 #: Counts: calls interpreted, shapes that compiled after being interpreted, shapes never interpretable.
@@ -76,10 +81,10 @@ _SCALARS = (int, float, bool)
 
 
 class _Interpreted:
-    __slots__ = ("prog", "in_dtypes", "out_avals", "out_tree", "spent", "hot")
+    __slots__ = ("prog", "in_dtypes", "out_avals", "out_tree", "spent", "calls", "queued")
 
     def __init__(self, prog, closed, out_tree):
-        self.prog, self.out_tree, self.spent, self.hot = prog, out_tree, 0.0, False
+        self.prog, self.out_tree, self.spent, self.calls, self.queued = prog, out_tree, 0.0, 0, False
         self.in_dtypes = [v.aval.dtype for v in closed.jaxpr.invars]
         self.out_avals = closed.out_avals
 
@@ -125,10 +130,16 @@ class Kernel:
             if st is _COMPILED:
                 stats["compiled_new"] += 1
                 return self.jit(*args)
-        elif st.hot:
-            return self._promote(sig, args)
         elif not _eligible(leaves):
             return self.jit(*args)
+        st.calls += 1
+        if not st.queued:
+            expected = _measured[1] / _measured[0] if _measured[0] else compile_prior
+            if st.calls >= compile_after or st.spent >= compile_payback * expected:
+                st.queued = True
+                if not background_compile:
+                    return self._promote(sig, args)
+                _submit(self, sig, args)
         t0 = time.perf_counter()
         try:
             out = _run(st, leaves)
@@ -141,9 +152,6 @@ class Kernel:
         stats["interpreted"] += 1
         if _verify:
             _compare(self, args, out)
-        expected = _measured[1] / _measured[0] if _measured[0] else compile_prior
-        if st.spent >= compile_payback * expected:
-            st.hot = True
         return out
 
     def _plan(self, sig, args, leaves):
@@ -162,13 +170,10 @@ class Kernel:
         return st
 
     def _promote(self, sig, args):
-        """A hot shape compiles now; its compile time joins the estimate for the next ones."""
+        """A shape that proved hot compiles now (``background_compile = False``)."""
         t0 = time.perf_counter()
         out = self.jit(*args)
-        _measured[0] += 1
-        _measured[1] += time.perf_counter() - t0
-        self._shapes[sig] = _COMPILED
-        stats["promoted"] += 1
+        _compiled(self, sig, time.perf_counter() - t0)
         return out
 
     def _cache_size(self):
@@ -191,6 +196,53 @@ def _compare(kernel, args, out):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape or a.dtype != b.dtype or not np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True):
             raise AssertionError(f"{kernel.__name__}: interpreted {a!r} != compiled {b!r}")
+
+
+def _compiled(kernel, sig, seconds):
+    _measured[0] += 1
+    _measured[1] += seconds
+    kernel._shapes[sig] = _COMPILED
+    stats["promoted"] += 1
+
+
+_jobs: list = []
+_worker = [None]
+_jobs_lock = threading.Lock()
+
+
+def _submit(kernel, sig, args):
+    with _jobs_lock:
+        _jobs.append((kernel, sig, args))
+        if _worker[0] is None:
+            t = _worker[0] = threading.Thread(target=_work, name="jgrad-kernel-compile", daemon=True)
+            t.start()
+
+
+def _work():
+    from ._dtype import x64_scope  # kernels compile as they run: JAX's 64-bit types on (thread-locally)
+    while True:
+        with _jobs_lock:
+            if not _jobs:
+                _worker[0] = None
+                return
+            kernel, sig, args = _jobs.pop(0)
+        t0 = time.perf_counter()
+        try:
+            with x64_scope():
+                kernel.jit.lower(*args).compile()  # fills the jax.jit's cache: its next call runs it
+        except Exception:  # noqa: BLE001 - the main thread's call through jax.jit raises it, if it still does
+            pass
+        _compiled(kernel, sig, time.perf_counter() - t0)
+
+
+def wait_compiles() -> None:
+    """Until the kernels' background compiles queued so far are done (tests, benchmarks)."""
+    while True:
+        with _jobs_lock:
+            t = _worker[0]
+        if t is None:
+            return
+        t.join()
 
 
 def _eligible(leaves) -> bool:

@@ -26,9 +26,12 @@ def _compiles():
 
 @pytest.fixture
 def knobs():
-    saved = (_kernel_cache.interpret_max_elements, _kernel_cache.compile_payback)
+    names = ("interpret_max_elements", "compile_payback", "compile_after", "background_compile")
+    saved = [getattr(_kernel_cache, n) for n in names]
     yield
-    _kernel_cache.interpret_max_elements, _kernel_cache.compile_payback = saved
+    _kernel_cache.wait_compiles()
+    for n, v in zip(names, saved):
+        setattr(_kernel_cache, n, v)
 
 
 def _kernel_of(op_name):
@@ -38,7 +41,7 @@ def _kernel_of(op_name):
 
 def test_new_lengths_run_without_compiling_and_match(knobs):
     """REINFORCE's episode end at lengths never seen: no XLA compile, values and gradients as jax computes them."""
-    _kernel_cache.compile_payback = 1e9  # never hot here
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9  # never hot here
     rng = np.random.RandomState(0)
     w_np = rng.standard_normal((4, 2)).astype(np.float32)
     for n in (37, 41):  # lengths no other test uses
@@ -68,7 +71,7 @@ def test_new_lengths_run_without_compiling_and_match(knobs):
 
 def test_interpreted_ops_match_numpy(knobs):
     """jgrad ops at new shapes, interpreted: equal to NumPy (exact ops) or within a few ulps."""
-    _kernel_cache.compile_payback = 1e9
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9
     rng = np.random.RandomState(1)
     a_np, b_np = rng.standard_normal((3, 53)).astype(np.float32), rng.standard_normal((53, 5)).astype(np.float32)
     a, b = jg.tensor(a_np), jg.tensor(b_np)
@@ -91,7 +94,7 @@ def test_interpreted_ops_match_numpy(knobs):
 
 def test_kernel_interpreted_equals_its_compiled_self(knobs):
     """A ``Kernel`` of plain jax functions: its interpreted results against ``Kernel.jit`` on the same arrays."""
-    _kernel_cache.compile_payback = 1e9
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9
     rng = np.random.RandomState(2)
     a = jax.device_put(rng.standard_normal((5, 71)).astype(np.float32), jax.devices("cpu")[0])
     i = jax.device_put(np.array([3, 0, 4, 4], np.int32), jax.devices("cpu")[0])
@@ -121,22 +124,33 @@ def test_kernel_interpreted_equals_its_compiled_self(knobs):
 
 
 def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
-    """A shape whose interpreted calls paid for a compile runs compiled; random bits, float16 and a bound of 0
-    compile at once."""
-    _kernel_cache.compile_payback = 0.0  # hot at its first interpreted call: compiled from the second
+    """A shape called again compiles (in the foreground, or in the background while its calls are interpreted) and
+    runs compiled from then on; random bits, float16 and a bound of 0 compile at once."""
+    _kernel_cache.compile_payback, _kernel_cache.background_compile = 1e9, False
     x = jg.tensor(np.arange(59, dtype=np.float32))
+    sig = ((59,), np.dtype("float32"), float)
     promoted = _kernel_cache.stats["promoted"]
-    first = x * 3.0
-    kern = _kernel_of("MulBackward0")
+    first = x * 3.0  # interpreted
+    kern = [k for k in _kernel_of("MulBackward0") if sig in k._shapes]
+    assert kern and kern[0]._shapes[sig] is not _kernel_cache._COMPILED
     before = _compiles()
-    second, third = x * 3.0, x * 3.0
+    second = x * 3.0  # the second call: compiled in the foreground
     assert _kernel_cache.stats["promoted"] == promoted + 1 and _compiles() == before + 1
+    assert kern[0]._shapes[sig] is _kernel_cache._COMPILED
     np.testing.assert_array_equal(first.numpy(), np.arange(59, dtype=np.float32) * 3)
     np.testing.assert_array_equal(second.numpy(), first.numpy())
-    np.testing.assert_array_equal(third.numpy(), first.numpy())
-    assert any(k._shapes.get(((59,), np.dtype("float32"), float)) is _kernel_cache._COMPILED for k in kern)
 
-    _kernel_cache.compile_payback = 1e9
+    _kernel_cache.background_compile = True
+    y = jg.tensor(np.arange(61, dtype=np.float32))
+    outs = [y - 2.0, y - 2.0]  # interpreted; the second queues a background compile
+    _kernel_cache.wait_compiles()
+    before = _compiles()
+    outs.append(y - 2.0)  # compiled: the background compile filled the jax.jit's cache
+    assert _compiles() == before
+    for o in outs:
+        np.testing.assert_array_equal(o.numpy(), np.arange(61, dtype=np.float32) - 2)
+
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9
     before = _compiles()
     h = jg.ones(61, dtype=jg.float16) * 2.0  # 16-bit floats: XLA only
     assert h.dtype is jg.float16 and h.tolist() == [2.0] * 61 and _compiles() > before
