@@ -242,18 +242,20 @@ def _dot_general(a, b, dimension_numbers, preferred_element_type=None, **_):
 
 def _gather_ok(params):
     dn = params["dimension_numbers"]
-    mode = str(params.get("mode", ""))
+    mode = str(params.get("mode", "")).upper()
     return (not getattr(dn, "operand_batching_dims", ()) and not getattr(dn, "start_indices_batching_dims", ())
-            and "FILL" not in mode.upper())
+            and "ONE_HOT" not in mode)
 
 
-def _gather(x, idx, dimension_numbers, slice_sizes, **_):
+def _gather(x, idx, dimension_numbers, slice_sizes, mode=None, fill_value=None, **_):
     dn = dimension_numbers
     batch_shape = idx.shape[:-1]
     nb = int(np.prod(batch_shape, dtype=np.int64))
     starts = np.zeros((nb, x.ndim), np.int64)
     starts[:, list(dn.start_index_map)] = idx.reshape(nb, idx.shape[-1])
-    starts = np.clip(starts, 0, np.asarray(x.shape) - np.asarray(slice_sizes))  # XLA clamps the windows
+    high = np.asarray(x.shape) - np.asarray(slice_sizes)
+    valid = ((starts >= 0) & (starts <= high)).all(axis=1)
+    starts = np.clip(starts, 0, high)  # XLA clamps the windows (FILL_OR_DROP fills the out-of-bounds ones below)
     index = []
     for d, z in enumerate(slice_sizes):
         view = [1] * (1 + x.ndim)
@@ -262,8 +264,25 @@ def _gather(x, idx, dimension_numbers, slice_sizes, **_):
     win = x[tuple(index)]  # (nb, *slice_sizes)
     keep = [z for d, z in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
     out = win.reshape(tuple(batch_shape) + tuple(keep))
+    if "FILL" in str(mode).upper() and not valid.all():
+        win = np.array(win)
+        win[~valid] = _fill(x.dtype, fill_value)
+        out = win.reshape(tuple(batch_shape) + tuple(keep))
     k = len(batch_shape)
     return np.moveaxis(out, list(range(k, k + len(keep))), list(dn.offset_dims))
+
+
+def _fill(dtype, value):
+    """jax's default fill of an out-of-bounds gather: NaN, the most negative (signed) or largest (unsigned)
+    integer, True."""
+    if value is not None:
+        return value
+    if np.issubdtype(dtype, np.inexact):
+        return np.nan
+    if dtype == np.bool_:
+        return True
+    info = np.iinfo(dtype)
+    return info.min if np.issubdtype(dtype, np.signedinteger) else info.max
 
 
 def _reduce(fn):
@@ -311,6 +330,7 @@ _IMPL = {
     "expand_dims": lambda x, dimensions, **_: np.expand_dims(x, tuple(dimensions)),
     "transpose": lambda x, permutation, **_: x.transpose(permutation),
     "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
+    "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis), "add_any": lambda x, y, **_: np.add(x, y),
     "split": _split, "rev": lambda x, dimensions, **_: np.flip(x, tuple(dimensions)),
     "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
     "pad": _pad, "iota": _iota, "gather": _gather, "dot_general": _dot_general,
