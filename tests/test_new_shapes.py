@@ -65,8 +65,9 @@ def test_new_lengths_run_without_compiling_and_match(knobs):
             return (-lp * rr).sum()
         np.testing.assert_allclose(loss.item(), ref(w_np), rtol=1e-5)
         np.testing.assert_allclose(w.grad.numpy(), jax.grad(ref)(w_np), rtol=1e-4, atol=1e-6)
-        # The new length compiled nothing but the bucketed kernels of a few transcendentals (once per process).
-        assert new_compiles <= 2, new_compiles
+        if n == 41:  # (the first length may compile kernels of shapes every length shares, if earlier tests
+            # dropped them): the second compiled nothing that depends on the length
+            assert new_compiles == 0, new_compiles
 
 
 def test_interpreted_ops_match_numpy(knobs):
