@@ -31,8 +31,9 @@ and at most ``interpret_max_elements`` elements in all, is traced (JAX caches th
 compile reuses it) and its jaxpr is evaluated with NumPy (``_kernel_interp``; a jaxpr holding a
 primitive it does not know, random bits or 16-bit floats compiles as before). Interpreted calls of a
 shape are timed; once they have cost ``compile_payback`` times the expected compile time (the mean of
-the compiles measured so far, ``compile_prior`` before the first), the shape compiles at its next call
-and runs compiled from then on: a hot kernel gets XLA's code, a shape used a few times never compiles.
+the compiles measured so far, ``compile_prior`` before the first), the shape compiles in a background
+thread (one compile at a time; its calls stay interpreted meanwhile) and runs compiled from then on: a
+hot kernel gets XLA's code, a shape used a few times never compiles.
 A call with tracers (a kernel inlined into a segment's or a capture's executable) is ``jax.jit``'s, as
 before. The values are XLA's up to rounding: elementwise transcendentals run through XLA (padded,
 ``_kernel_interp._bucketed``), but XLA's fusion contracts ``a * b + c`` into one rounding and sums in its
@@ -63,9 +64,11 @@ check_every = 16
 #: Interpret (NumPy on the host) a kernel's calls at a new shape when its arrays hold at most this many
 #: elements in all and live on a CPU (0: always compile, as before).
 interpret_max_elements = 1 << 18
-#: A shape that recurs compiles: at its ``compile_after``-th call, or once its interpreted calls have cost
-#: ``compile_payback`` times the expected compile time, whichever comes first.
-compile_after = 2
+#: A shape compiles once its interpreted calls have cost ``compile_payback`` times the expected compile time
+#: (the ski-rental rule), or at its ``compile_after``-th call (None: never by count). Compiling every shape
+#: that recurs at its 2nd call made first runs slower on the 2-core CPU (an LSTM LM's first 40 steps in "auto"
+#: mode 11.2 s against 8.8 s): the compiles compete with the program for the two cores.
+compile_after = None
 compile_payback = 1.0
 #: Compile hot shapes in a background thread (one at a time; the calls meanwhile are interpreted); False:
 #: at the call that makes the shape hot.
@@ -141,7 +144,7 @@ class Kernel:
         st.calls += 1
         if not st.queued:
             expected = _measured[1] / _measured[0] if _measured[0] else compile_prior
-            if st.calls >= compile_after or st.spent >= compile_payback * expected:
+            if (compile_after is not None and st.calls >= compile_after) or st.spent >= compile_payback * expected:
                 st.queued = True
                 if not background_compile:
                     return self._promote(sig, args)

@@ -127,7 +127,7 @@ def test_kernel_interpreted_equals_its_compiled_self(knobs):
 def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
     """A shape called again compiles (in the foreground, or in the background while its calls are interpreted) and
     runs compiled from then on; random bits, float16 and a bound of 0 compile at once."""
-    _kernel_cache.compile_payback, _kernel_cache.background_compile = 1e9, False
+    _kernel_cache.compile_payback, _kernel_cache.compile_after, _kernel_cache.background_compile = 1e9, 2, False
     x = jg.tensor(np.arange(59, dtype=np.float32))
     sig = ((59,), np.dtype("float32"), float)
     promoted = _kernel_cache.stats["promoted"]
