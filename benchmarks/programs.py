@@ -83,10 +83,13 @@ def bench(name, steps, repeat):
     from jgrad.runtime import _segment
 
     rows, fractions = {}, {}
+    from jgrad.runtime import _kernel_cache
     _programs.PROGRAMS[name](jg, max(2, steps // 4), **SIZES[name])  # the ops' kernels compile (eager mode's)
+    _kernel_cache.wait_compiles()
     for _ in range(repeat):
         for label, lib, auto in (("torch", torch, None), ("jgrad eager", jg, None),
                                  ("jgrad auto (first run)", jg, "first"), ("jgrad auto (hot)", jg, "hot")):
+            _kernel_cache.wait_compiles()
             if auto == "first":
                 _segment.wait_compiles()
                 jg.graphs.segment_cache_clear()
@@ -118,7 +121,12 @@ def main(argv=None):
     p = common.base_parser(__doc__.split("\n\n")[0])
     p.add_argument("--only", default=",".join(SIZES), help="comma-separated programs")
     p.add_argument("--steps", type=int, default=None, help="steps per run (default: per program)")
+    p.add_argument("--compile-new-shapes", action="store_true",
+                   help="every new kernel shape compiles at once (jgrad.runtime._kernel_cache.interpret_max_elements = 0)")
     args = p.parse_args(argv)
+    if args.compile_new_shapes:
+        from jgrad.runtime import _kernel_cache
+        _kernel_cache.interpret_max_elements = 0
     jdev, tdev = common.setup_device(args.device)
     env = common.environment(jdev, tdev)
     common.print_header("Training programs: jgrad eager / auto vs PyTorch, same run", env)

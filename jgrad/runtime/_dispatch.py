@@ -96,7 +96,7 @@ class Op:
                 return fwd(*a, **attrs)
 
             forward.__name__ = forward.__qualname__ = f"{self.name}_forward"  # named in errors and profiles
-            fn = jax.jit(forward)
+            fn = _kernel_cache.Kernel(forward)  # jax.jit, with new shapes interpreted (Note [New shapes])
             self._kernels[key] = fn
             _kernel_cache.made(fn, self._kernels, key)
         return fn
@@ -107,7 +107,7 @@ class Op:
         if fn is None:
             body = _backward_body(self, attrs, mask, in_avals)
             body.__name__ = body.__qualname__ = f"{self.name}_backward"
-            fn = jax.jit(body)
+            fn = _kernel_cache.Kernel(body, tree=True)
             self._bwd_kernels[k] = fn
             _kernel_cache.made(fn, self._bwd_kernels, k)
         return fn

@@ -12,13 +12,47 @@ a CPU). Two knobs bound that:
 - ``max_keys_per_op``: kernels kept per op (one per set of static attributes); the oldest goes first.
 
 The kernel functions stay (a tiered segment's structure names them): only their executables go.
-Imports nothing of jgrad; ``_dispatch`` calls ``made``.
+
+New shapes (``Kernel``, Note [New shapes]): an op's kernel is a ``Kernel``, a ``jax.jit`` function that runs
+the first calls of a new input shape without compiling when its arrays are small and on a CPU.
+
+Imports ``_kernel_interp`` only; ``_dispatch`` makes ``Kernel``s and calls ``made``.
+
+Note [New shapes]
+~~~~~~~~~~~~~~~~~
+Why: XLA compiles every kernel once per input shape; on a 2-core CPU one op's compile takes 20-300 ms
+(trace ~2 ms, lowering ~9 ms, the backend the rest) where running it takes 0.05-0.5 ms, so a loop whose
+shapes change (an episode of a new length, a sequence that grows by one token) spent nearly all its time
+compiling kernels it ran once. XLA's cheaper optimization levels do not help: a one-op compile is mostly
+fixed cost (``benchmarks/diagnostics/new_shapes.py``; 10-60 ms at any level).
+
+What: a call whose input shapes (and dtypes) this kernel has not compiled for, with every array on a CPU
+and at most ``interpret_max_elements`` elements in all, is traced (JAX caches the trace, so a later
+compile reuses it) and its jaxpr is evaluated with NumPy (``_kernel_interp``; a jaxpr holding a
+primitive it does not know, random bits or 16-bit floats compiles as before). Interpreted calls of a
+shape are timed; once they have cost ``compile_payback`` times the expected compile time (the mean of
+the compiles measured so far, ``compile_prior`` before the first), the shape compiles in a background
+thread (one compile at a time; its calls stay interpreted meanwhile) and runs compiled from then on: a
+hot kernel gets XLA's code, a shape used a few times never compiles.
+A call with tracers (a kernel inlined into a segment's or a capture's executable) is ``jax.jit``'s, as
+before. The values are XLA's up to rounding: elementwise transcendentals run through XLA (padded,
+``_kernel_interp._bucketed``), but XLA's fusion contracts ``a * b + c`` into one rounding and sums in its
+own order, so a result can differ from the compiled kernel's in the last bits.
 """
 from __future__ import annotations
 
 import threading
+import time
 
 import jax
+import numpy as np
+
+from . import _kernel_interp
+
+try:
+    from jax._src.array import ArrayImpl as _Array
+except ImportError:  # pragma: no cover - another jax layout: every call takes jax.jit's path
+    _Array = None
 
 #: Compiled executables kept over all op kernels (forward and backward) before the largest caches are cleared.
 max_executables = 512
@@ -26,6 +60,267 @@ max_executables = 512
 max_keys_per_op = 1024
 #: How many XLA compiles pass between two counts of the executables.
 check_every = 16
+
+#: Interpret (NumPy on the host) a kernel's calls at a new shape when its arrays hold at most this many
+#: elements in all and live on a CPU (0: always compile, as before).
+interpret_max_elements = 1 << 18
+#: A shape compiles once its interpreted calls have cost ``compile_payback`` times the expected compile time
+#: (the ski-rental rule), or at its ``compile_after``-th call (None: never by count). Compiling every shape
+#: that recurs at its 2nd call made first runs slower on the 2-core CPU (an LSTM LM's first 40 steps in "auto"
+#: mode 11.2 s against 8.8 s): the compiles compete with the program for the two cores.
+compile_after = None
+compile_payback = 1.0
+#: Compile hot shapes in a background thread (one at a time; the calls meanwhile are interpreted); False:
+#: at the call that makes the shape hot.
+background_compile = True
+#: Expected seconds of one kernel's compile before any was measured.
+compile_prior = 0.05
+#: Counts: calls interpreted, shapes that compiled after being interpreted, shapes never interpretable.
+stats = {"interpreted": 0, "promoted": 0, "compiled_new": 0}
+_measured = [0, 0.0]  # compiles timed after interpretation, their seconds
+
+_COMPILED = object()
+_FRESH = object()  # compiled in the background, not yet in the jax.jit's own cache (counted at its next call)
+_SCALARS = (int, float, bool)
+
+
+class _Interpreted:
+    __slots__ = ("prog", "in_dtypes", "out_avals", "out_tree", "spent", "calls", "queued")
+
+    def __init__(self, prog, closed, out_tree):
+        self.prog, self.out_tree, self.spent, self.calls, self.queued = prog, out_tree, 0.0, 0, False
+        self.in_dtypes = [v.aval.dtype for v in closed.jaxpr.invars]
+        self.out_avals = closed.out_avals
+
+
+class Kernel:
+    """An op's ``jax.jit`` kernel whose new shapes run without a compile until they prove hot (Note [New shapes]).
+
+    Called with tracers (inlined into another jit) or with anything but concrete arrays and Python scalars, it
+    is the ``jax.jit`` function itself; ``jit`` is that function.
+    """
+
+    __slots__ = ("jit", "tree", "_shapes", "__name__", "__qualname__", "__weakref__")
+
+    def __init__(self, fn, tree=False):
+        self.jit = jax.jit(fn)
+        self.tree = tree  # arguments are pytrees (a backward kernel's saved values, outputs and grads)
+        self._shapes = {}
+        self.__name__ = self.__qualname__ = getattr(fn, "__name__", "kernel")
+
+    def __call__(self, *args):
+        if self.tree:  # where the Nones sit is part of the signature, as for jax.jit
+            leaves, treedef = jax.tree_util.tree_flatten(args)
+            sig = [treedef]
+        else:
+            leaves, sig = args, []
+        for a in leaves:
+            t = type(a)
+            if t is _Array:
+                sig.append(a.shape)
+                sig.append(a.dtype)
+            elif t in _SCALARS:
+                sig.append(t)
+            else:  # a tracer, a NumPy array, a captured buffer: jax.jit's own path (and its errors)
+                return self.jit(*args)
+        st = self._shapes.get(tuple(sig), None)
+        if st is _COMPILED:
+            return self.jit(*args)
+        return self._new_shape(tuple(sig), st, args, leaves)
+
+    def _new_shape(self, sig, st, args, leaves):
+        if st is _FRESH:  # compiled in the background: this call puts the executable in the jax.jit's cache
+            out = self.jit(*args)
+            self._shapes[sig] = _COMPILED
+            _count_compile()
+            return out
+        if st is None:
+            st = self._plan(sig, args, leaves)
+            if st is _COMPILED:
+                stats["compiled_new"] += 1
+                return self.jit(*args)
+        elif not _eligible(leaves):
+            return self.jit(*args)
+        st.calls += 1
+        if not st.queued:
+            expected = _measured[1] / _measured[0] if _measured[0] else compile_prior
+            if (compile_after is not None and st.calls >= compile_after) or st.spent >= compile_payback * expected:
+                st.queued = True
+                if not background_compile:
+                    return self._promote(sig, args)
+                _submit(self, sig, args)
+        t0 = time.perf_counter()
+        try:
+            out = _run(st, leaves)
+        except Exception:  # noqa: BLE001 - anything the NumPy evaluation cannot do: compile, as before
+            if _verify:
+                raise
+            self._shapes[sig] = _COMPILED
+            return self.jit(*args)
+        st.spent += time.perf_counter() - t0
+        stats["interpreted"] += 1
+        if _verify:
+            _compare(self, args, out)
+        return out
+
+    def _plan(self, sig, args, leaves):
+        if len(self._shapes) > 4096:
+            self._shapes.clear()
+        st = _COMPILED
+        if interpret_max_elements > 0 and _Array is not None and _eligible(leaves):
+            try:
+                traced = self.jit.trace(*args)
+            except Exception:  # noqa: BLE001 - the call raises the same error through jax.jit below
+                traced = None
+            prog = _interpretable(traced, len(leaves)) if traced is not None else None
+            if prog is not None:
+                st = _Interpreted(prog, traced.jaxpr, traced.out_tree)
+        self._shapes[sig] = st
+        return st
+
+    def _promote(self, sig, args):
+        """A shape that proved hot compiles now (``background_compile = False``)."""
+        t0 = time.perf_counter()
+        out = self.jit(*args)
+        _compiled(self, sig, time.perf_counter() - t0)
+        return out
+
+    def _cache_size(self):
+        return self.jit._cache_size()
+
+    def clear_cache(self):
+        self._shapes.clear()
+        self.jit.clear_cache()
+
+    def __getattr__(self, name):  # lower, trace, eval_shape... of the jax.jit function
+        return getattr(self.jit, name)
+
+
+_verify = False  # debugging: every interpreted call also runs compiled and the two must agree
+
+
+def _compare(kernel, args, out):
+    ref = kernel.jit(*args)
+    for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref)):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype or not np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True):
+            raise AssertionError(f"{kernel.__name__}: interpreted {a!r} != compiled {b!r}")
+
+
+def _compiled(kernel, sig, seconds, fresh=False):
+    _measured[0] += 1
+    _measured[1] += seconds
+    kernel._shapes[sig] = _FRESH if fresh else _COMPILED
+    stats["promoted"] += 1
+
+
+_jobs: list = []
+_worker = [None]
+_jobs_lock = threading.Lock()
+
+
+def _submit(kernel, sig, args):
+    with _jobs_lock:
+        _jobs.append((kernel, sig, args))
+        if _worker[0] is None:
+            t = _worker[0] = threading.Thread(target=_work, name="jgrad-kernel-compile", daemon=True)
+            t.start()
+
+
+def _work():
+    from ._dtype import x64_scope  # kernels compile as they run: JAX's 64-bit types on (thread-locally)
+    while True:
+        with _jobs_lock:
+            if not _jobs:
+                _worker[0] = None
+                return
+            kernel, sig, args = _jobs.pop(0)
+        t0 = time.perf_counter()
+        try:
+            with x64_scope():
+                kernel.jit.lower(*args).compile()  # fills the jax.jit's cache: its next call runs it
+        except Exception:  # noqa: BLE001 - the main thread's call through jax.jit raises it, if it still does
+            pass
+        _compiled(kernel, sig, time.perf_counter() - t0, fresh=True)
+
+
+def wait_compiles() -> None:
+    """Until the kernels' background compiles queued so far are done (tests, benchmarks)."""
+    while True:
+        with _jobs_lock:
+            t = _worker[0]
+        if t is None:
+            return
+        t.join()
+
+
+def _eligible(leaves) -> bool:
+    n = 0
+    for a in leaves:
+        if type(a) is _Array:
+            n += a.size
+            if n > interpret_max_elements or a.sharding._device_assignment[0].platform != "cpu":
+                return False
+    return True
+
+
+def _interpretable(traced, n_leaves):
+    """The kernel's ``_kernel_interp.Program`` for this shape, or None (it compiles)."""
+    closed = traced.jaxpr
+    if len(closed.jaxpr.invars) != n_leaves:
+        return None
+    if any(getattr(a, "weak_type", False) for a in closed.out_avals):
+        return None
+    if sum(int(a.size) for a in closed.out_avals) > interpret_max_elements:
+        return None
+    return _kernel_interp.plan(closed)
+
+
+def _run(st, leaves):
+    """The interpreted call: NumPy in, jax arrays out (on the device of the first committed input)."""
+    sharding = None
+    ins = []
+    for a in leaves:
+        if type(a) is _Array:
+            if sharding is None and a.committed:
+                sharding = a.sharding
+            ins.append(np.asarray(a))
+        else:
+            ins.append(a)
+    committed = sharding is not None
+    if sharding is None:  # no committed input (a factory): JAX's default device, as jax.jit would place it
+        sharding = _default_sharding()
+    device = sharding._device_assignment[0]
+    if device.platform != "cpu":
+        raise _kernel_interp.Unsupported(device.platform)
+    ins = [np.asarray(x, dt) if type(x) in _SCALARS else x for x, dt in zip(ins, st.in_dtypes)]
+    outs = _kernel_interp.run(st.prog, ins)
+    arrays = []
+    for o, aval in zip(outs, st.out_avals):
+        if not (o.flags.owndata and o.flags.c_contiguous):
+            o = np.array(o)  # a view of an input's buffer (a reshape, a slice): the result gets its own memory
+        arrays.append(_put(aval, sharding, [o], [device], committed, enable_x64=True))
+    return jax.tree_util.tree_unflatten(st.out_tree, arrays)
+
+
+def _default_sharding():
+    dev = jax.config.jax_default_device
+    if not isinstance(dev, jax.Device):
+        dev = jax.devices()[0]
+    sh = _shardings.get(dev)
+    if sh is None:
+        sh = _shardings[dev] = jax.sharding.SingleDeviceSharding(dev)
+    return sh
+
+
+_shardings: dict = {}
+try:  # the C++ call under jax.device_put (9 us where jax.device_put costs ~180 us on a 2-core CPU)
+    from jax._src.lib import xla_client as _xc
+    _put = _xc.batched_device_put
+except (ImportError, AttributeError):  # pragma: no cover - another jax layout
+    def _put(aval, sharding, xs, devices, committed, enable_x64=None):
+        return jax.device_put(xs[0], sharding if committed else None)
+
 
 _kernels: dict = {}  # jitted kernel -> (the op's cache dict, its key there)
 _compiles = [0]
@@ -46,9 +341,13 @@ def made(fn, cache, key) -> None:
 def _on_event(name, duration, **kwargs) -> None:
     """JAX compiled something (a kernel for a new input shape, or one whose executable was dropped)."""
     if name == "/jax/core/compile/backend_compile_duration":
-        _compiles[0] += 1
-        if _compiles[0] % max(1, check_every) == 0:
-            enforce()
+        _count_compile()
+
+
+def _count_compile() -> None:
+    _compiles[0] += 1
+    if _compiles[0] % max(1, check_every) == 0:
+        enforce()
 
 
 def _size(fn) -> int:

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core._recorder import Buffer
-from . import _segment_run as _run
+from . import _kernel_cache, _segment_run as _run
 from ..streams import _user_site
 
 _weakref = weakref.ref
@@ -131,13 +131,14 @@ def ref_value(seg, r):
 
 
 # ---- the gate: checks that fail keep the writes from happening -------------------------------------------
-@jax.jit
-def _gate(ok, news, olds):
+def _gate_body(ok, news, olds):
     keep = ok != 0
     return tuple(jnp.where(keep, n, o) for n, o in zip(news, olds))
 
 
-_gate.__name__ = "gate of the in-place writes by the device-side checks"
+_gate_body.__name__ = "gate of the in-place writes by the device-side checks"
+# A Kernel as the ops' are: a structure's first runs op by op interpret it rather than compile it (Note [New shapes])
+_gate = _kernel_cache.Kernel(_gate_body, tree=True)
 
 
 def gated_writes(seg):

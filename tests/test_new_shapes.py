@@ -1,0 +1,162 @@
+"""A kernel's new shapes run without an XLA compile until they prove hot (Note [New shapes], jgrad/runtime/_kernel_cache.py).
+
+Values are checked against NumPy / ``jax.grad`` and against the kernel compiled the normal way (``Kernel.jit``),
+the compile counts through JAX's own monitoring events.
+"""
+import collections
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jgrad as jg
+from jgrad.runtime import _kernel_cache
+
+pytestmark = pytest.mark.one_execution_mode
+
+_events = collections.Counter()
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, d, **kw: _events.update([name]) if name == "/jax/core/compile/backend_compile_duration" else None)
+
+
+def _compiles():
+    return _events["/jax/core/compile/backend_compile_duration"]
+
+
+@pytest.fixture
+def knobs():
+    names = ("interpret_max_elements", "compile_payback", "compile_after", "background_compile")
+    saved = [getattr(_kernel_cache, n) for n in names]
+    yield
+    _kernel_cache.wait_compiles()
+    for n, v in zip(names, saved):
+        setattr(_kernel_cache, n, v)
+
+
+def _kernel_of(op_name):
+    from jgrad.runtime import _dispatch
+    return [fn for op in _dispatch._ALL_OPS if op.name == op_name for fn in op._kernels.values()]
+
+
+def test_new_lengths_run_without_compiling_and_match(knobs):
+    """REINFORCE's episode end at lengths never seen: no XLA compile, values and gradients as jax computes them."""
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9  # never hot here
+    rng = np.random.RandomState(0)
+    w_np = rng.standard_normal((4, 2)).astype(np.float32)
+    for n in (37, 41):  # lengths no other test uses
+        obs_np = rng.standard_normal((n, 4)).astype(np.float32)
+        ret_np = rng.standard_normal(n).astype(np.float32)
+        w = jg.tensor(w_np, requires_grad=True)
+        obs, returns = jg.tensor(obs_np), jg.tensor(ret_np)
+        jg.log_softmax(obs[:2] @ w, dim=1)  # kernels of shapes every length shares compile here
+        before, interpreted = _compiles(), _kernel_cache.stats["interpreted"]
+        log_probs = jg.log_softmax(obs @ w, dim=1)[:, 0]
+        parts = [log_probs[i:i + 1] for i in range(n)]
+        r = (returns - returns.mean()) / (returns.std() + 1e-7)
+        loss = jg.cat([-lp * r[i] for i, lp in enumerate(parts)]).sum()
+        loss.backward()
+        new_compiles = _compiles() - before
+        assert _kernel_cache.stats["interpreted"] > interpreted
+
+        def ref(w):
+            lp = jax.nn.log_softmax(obs_np @ w, axis=1)[:, 0]
+            rr = (ret_np - ret_np.mean()) / (jnp.std(ret_np, ddof=1) + 1e-7)
+            return (-lp * rr).sum()
+        np.testing.assert_allclose(loss.item(), ref(w_np), rtol=1e-5)
+        np.testing.assert_allclose(w.grad.numpy(), jax.grad(ref)(w_np), rtol=1e-4, atol=1e-6)
+        if n == 41:  # (the first length may compile kernels of shapes every length shares, if earlier tests
+            # dropped them): the second compiled nothing that depends on the length
+            assert new_compiles == 0, new_compiles
+
+
+def test_interpreted_ops_match_numpy(knobs):
+    """jgrad ops at new shapes, interpreted: equal to NumPy (exact ops) or within a few ulps."""
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9
+    rng = np.random.RandomState(1)
+    a_np, b_np = rng.standard_normal((3, 53)).astype(np.float32), rng.standard_normal((53, 5)).astype(np.float32)
+    a, b = jg.tensor(a_np), jg.tensor(b_np)
+    results = {
+        "cat": jg.cat([a, a * 2.0], dim=1), "mul": a * a, "matmul": a @ b, "sum": a.sum(dim=1),
+        "softmax": jg.softmax(a, dim=1), "where": jg.where(a > 0, a, -a), "view": a[:, 7:20].t() + 1.0,
+        "argmax": a.argmax(dim=1), "int": (a * 10).long() // 3,
+    }
+    exact = {"cat", "mul", "where", "view", "argmax", "int"}
+    ref = {"cat": np.concatenate([a_np, a_np * 2], 1), "mul": a_np * a_np, "matmul": a_np @ b_np,
+           "sum": a_np.sum(1), "softmax": np.asarray(jax.nn.softmax(a_np, axis=1)), "where": np.abs(a_np),
+           "view": a_np[:, 7:20].T + 1, "argmax": a_np.argmax(1),
+           "int": np.floor_divide((a_np * 10).astype(np.int64), 3)}
+    for name, out in results.items():
+        if name in exact:
+            np.testing.assert_array_equal(out.numpy(), ref[name], err_msg=name)
+        else:
+            np.testing.assert_allclose(out.numpy(), ref[name], rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+def test_kernel_interpreted_equals_its_compiled_self(knobs):
+    """A ``Kernel`` of plain jax functions: its interpreted results against ``Kernel.jit`` on the same arrays."""
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9
+    rng = np.random.RandomState(2)
+    a = jax.device_put(rng.standard_normal((5, 71)).astype(np.float32), jax.devices("cpu")[0])
+    i = jax.device_put(np.array([3, 0, 4, 4], np.int32), jax.devices("cpu")[0])
+    cases = {
+        "cat, slice, where": (lambda x: jnp.where(x[:, :8] > 0, jnp.concatenate([x[:, 3:9], -x[:, :2]], 1), 0.5), True),
+        "gather, transpose, dot": (lambda x, idx: x[idx] @ x.T, False),
+        "log_softmax, max, sum": (lambda x: jax.nn.log_softmax(x, axis=1).max(0) + x.sum(1).mean(), False),
+        "integer ops": (lambda x: ((x * 7).astype(jnp.int32) // 3) % 5, False),
+    }
+    for name, (fn, exact) in cases.items():
+        args = (a, i) if fn.__code__.co_argcount == 2 else (a,)
+        k = _kernel_cache.Kernel(fn)
+        n = _kernel_cache.stats["interpreted"]
+        got, ref = np.asarray(k(*args)), np.asarray(k.jit(*args))
+        assert _kernel_cache.stats["interpreted"] == n + 1, name
+        assert got.dtype == ref.dtype and got.shape == ref.shape, name
+        if exact:
+            np.testing.assert_array_equal(got, ref, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6, err_msg=name)
+    # a backward kernel takes pytrees: where a None sits is part of its signature
+    k = _kernel_cache.Kernel(lambda saved, g: tuple(None if s is None else s * g[0] for s in saved), tree=True)
+    one = k((a, None), (a,))
+    other = k((None, a), (a,))
+    assert one[1] is None and other[0] is None
+    np.testing.assert_array_equal(np.asarray(one[0]), np.asarray(other[1]))
+
+
+def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
+    """A shape called again compiles (in the foreground, or in the background while its calls are interpreted) and
+    runs compiled from then on; random bits, float16 and a bound of 0 compile at once."""
+    _kernel_cache.compile_payback, _kernel_cache.compile_after, _kernel_cache.background_compile = 1e9, 2, False
+    x = jg.tensor(np.arange(59, dtype=np.float32))
+    sig = ((59,), np.dtype("float32"), float)
+    promoted = _kernel_cache.stats["promoted"]
+    first = x * 3.0  # interpreted
+    kern = [k for k in _kernel_of("MulBackward0") if sig in k._shapes]
+    assert kern and kern[0]._shapes[sig] is not _kernel_cache._COMPILED
+    before = _compiles()
+    second = x * 3.0  # the second call: compiled in the foreground
+    assert _kernel_cache.stats["promoted"] == promoted + 1 and _compiles() == before + 1
+    assert kern[0]._shapes[sig] is _kernel_cache._COMPILED
+    np.testing.assert_array_equal(first.numpy(), np.arange(59, dtype=np.float32) * 3)
+    np.testing.assert_array_equal(second.numpy(), first.numpy())
+
+    _kernel_cache.background_compile = True
+    y = jg.tensor(np.arange(61, dtype=np.float32))
+    outs = [y - 2.0, y - 2.0]  # interpreted; the second queues a background compile
+    _kernel_cache.wait_compiles()
+    before = _compiles()
+    outs.append(y - 2.0)  # compiled: the background compile filled the jax.jit's cache
+    assert _compiles() == before
+    for o in outs:
+        np.testing.assert_array_equal(o.numpy(), np.arange(61, dtype=np.float32) - 2)
+
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9
+    before = _compiles()
+    h = jg.ones(61, dtype=jg.float16) * 2.0  # 16-bit floats: XLA only
+    assert h.dtype is jg.float16 and h.tolist() == [2.0] * 61 and _compiles() > before
+    _kernel_cache.interpret_max_elements = 0  # the knob off: every new shape compiles, as before
+    before = _compiles()
+    y = jg.tensor(np.arange(67, dtype=np.float32)) - 1.0
+    assert _compiles() > before
+    np.testing.assert_array_equal(y.numpy(), np.arange(67, dtype=np.float32) - 1)
