@@ -210,3 +210,18 @@ def test_allowlist_entries_are_used_and_say_why():
 
 def test_the_recorder_depends_only_on_dtypes():
     assert set(_edges("jgrad.core._recorder")) <= {"jgrad.core._dtype"}, _edges("jgrad.core._recorder")
+
+
+def test_every_from_import_names_a_module_that_exists():
+    """``from .x import y`` whose ``x`` is not a jgrad module fails only when the line runs: inside a function or a
+    thread that may be never, or after a module moved (a background compile once died on ``from ._dtype``)."""
+    missing = []
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "jgrad"):
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                if mod not in MODULES:
+                    missing.append(f"{name}:{node.lineno} imports from {mod}, which is not a module of jgrad")
+    assert not missing, "\n".join(missing)

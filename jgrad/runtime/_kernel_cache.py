@@ -16,7 +16,7 @@ The kernel functions stay (a tiered segment's structure names them): only their 
 New shapes (``Kernel``, Note [New shapes]): an op's kernel is a ``Kernel``, a ``jax.jit`` function that runs
 the first calls of a new input shape without compiling when its arrays are small and on a CPU.
 
-Imports ``_kernel_interp`` only; ``_dispatch`` makes ``Kernel``s and calls ``made``.
+Imports ``_kernel_interp`` and ``core._dtype``; ``_dispatch`` makes ``Kernel``s and calls ``made``.
 
 Note [New shapes]
 ~~~~~~~~~~~~~~~~~
@@ -47,6 +47,7 @@ import time
 import jax
 import numpy as np
 
+from ..core._dtype import x64_scope
 from . import _kernel_interp
 
 try:
@@ -228,7 +229,6 @@ def _submit(kernel, sig, args):
 
 
 def _work():
-    from ._dtype import x64_scope  # kernels compile as they run: JAX's 64-bit types on (thread-locally)
     while True:
         with _jobs_lock:
             if not _jobs:
@@ -237,7 +237,7 @@ def _work():
             kernel, sig, args = _jobs.pop(0)
         t0 = time.perf_counter()
         try:
-            with x64_scope():
+            with x64_scope():  # kernels compile as they run: JAX's 64-bit types on (thread-locally)
                 kernel.jit.lower(*args).compile()  # fills the jax.jit's cache: its next call runs it
         except Exception:  # noqa: BLE001 - the main thread's call through jax.jit raises it, if it still does
             pass
@@ -252,6 +252,9 @@ def wait_compiles() -> None:
         if t is None:
             return
         t.join()
+        with _jobs_lock:
+            if _worker[0] is t:  # it died without clearing its slot: nothing more will run
+                _worker[0] = None
 
 
 def _eligible(leaves) -> bool:
