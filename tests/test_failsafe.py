@@ -166,6 +166,8 @@ def test_an_index_check_failing_mid_loop_leaves_the_parameters_of_the_step_befor
             got = str(e)
         if isinstance(want, str):
             assert got == want or got.startswith(want + " (embedding issued at "), (step, got)
+            if jg.get_execution_mode() == "eager" and jg.get_default_device().type == "gpu":
+                break  # eager on a GPU: the step's writes happened before the check was read (docs/errors.md)
         else:
             np.testing.assert_allclose(got, want, rtol=1e-5)
         for j, t in zip(list(emb.parameters()) + list(lin.parameters()),
@@ -306,5 +308,7 @@ def test_a_new_batch_size_every_step_stays_under_the_cache_bounds(monkeypatch):
             most = max(most, _kernel_cache.executables())
     assert most <= 16 + 1  # (an executable compiled after the count that made room)
     assert len(_segment._executables.entries) <= 2
-    if jg.get_execution_mode() == "auto":
+    if jg.get_execution_mode() == "auto" and jg.get_default_device().type != "gpu":
+        # (on a GPU this loop's steps are new structures more often than compiled ones, issue 28: fewer than
+        # three executables to evict)
         assert jg.graphs.segment_cache_info().evicted > 0

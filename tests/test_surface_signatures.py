@@ -50,6 +50,8 @@ def _params(fn):
 
 @pytest.mark.one_execution_mode  # reads signatures only
 def test_issue_30_and_32_names_have_pytorchs_signatures():
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"the signatures are torch 2.13's (the test extra's pin); this is torch {torch.__version__}")
     differ = []
     for name in NAMES:
         try:
@@ -94,7 +96,8 @@ def test_set_printoptions_prints_as_pytorch():
             torch.set_printoptions(**opts)
             jg.set_printoptions(**opts)
             for d in data:
-                assert repr(jg.tensor(d, dtype=jg.float32)) == repr(torch.tensor(d, dtype=torch.float32)), opts
+                mine = jg.tensor(d, dtype=jg.float32, device="cpu")  # a CPU tensor's repr names no device
+                assert repr(mine) == repr(torch.tensor(d, dtype=torch.float32)), opts
             assert jg.core._format.get_printoptions() == torch._tensor_str.get_printoptions()
     finally:
         torch.set_printoptions(profile="default")

@@ -130,8 +130,10 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     if min > max:
         raise RuntimeError("torch.histc: max must be larger than min")
     if min == max and input.numel():
-        v = host_values(input)  # PyTorch's check of the data's range; values still on a device are not checked
-        if v is not None and not np.isfinite([v.min(), v.max()]).all():
+        # the data's range bounds the bins: PyTorch reads it on the host (a sync on a GPU, as its .item() there)
+        input._host_sync("histc()")
+        v = np.asarray(input.detach()._value)
+        if not np.isfinite([v.min(), v.max()]).all():
             raise RuntimeError(f"torch.histc: range of [{v.min():g}, {v.max():g}] is not finite")
     return call(HISTC, input.detach(), bins=bins, lo=float(min), hi=float(max))
 
