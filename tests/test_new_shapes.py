@@ -39,6 +39,7 @@ def _kernel_of(op_name):
     return [fn for op in _dispatch._ALL_OPS if op.name == op_name for fn in op._kernels.values()]
 
 
+@pytest.mark.cpu_only("a new shape runs without compiling on a CPU only (Note [New shapes])")
 def test_new_lengths_run_without_compiling_and_match(knobs):
     """REINFORCE's episode end at lengths never seen: no XLA compile, values and gradients as jax computes them."""
     _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9  # never hot here
@@ -124,6 +125,7 @@ def test_kernel_interpreted_equals_its_compiled_self(knobs):
     np.testing.assert_array_equal(np.asarray(one[0]), np.asarray(other[1]))
 
 
+@pytest.mark.cpu_only("a new shape runs without compiling on a CPU only (Note [New shapes])")
 def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
     """A shape called again compiles (in the foreground, or in the background while its calls are interpreted) and
     runs compiled from then on; random bits, float16 and a bound of 0 compile at once."""

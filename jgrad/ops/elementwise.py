@@ -158,7 +158,8 @@ def _nan_pass_bwd(pick):
         tb = pick(b, a) | jnp.isnan(a)
         ta, tb = ta & ~(jnp.isnan(a) & ~jnp.isnan(b)), tb & ~(jnp.isnan(b) & ~jnp.isnan(a))
         half = jnp.where(ta & tb, 0.5, 1.0).astype(g.dtype)
-        return g * ta * half, g * tb * half
+        zero = jnp.zeros((), g.dtype)  # a select, not g * False: an unchosen operand's zero is +0.0, as PyTorch's
+        return jnp.where(ta, g * half, zero), jnp.where(tb, g * half, zero)
     return bwd
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..core import _dtype
 from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
-from ._registry import as_index, expect_tensor, host_values, scalar_type_name, tensor_method, wrap_dim
+from ._registry import as_index, expect_tensor, scalar_type_name, tensor_method, wrap_dim
 from .creation import tensor as _tensor
 
 __all__ = ["unique", "unique_consecutive", "bincount", "histc", "quantile", "nanquantile"]
@@ -168,8 +168,10 @@ def _check_q(input, q, name):
         raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
     if q.dtype is not input.dtype:
         raise RuntimeError(f"{name}() q tensor must be same dtype as the input tensor")
-    v = host_values(q)  # values still on a device are not checked (they would need a host synchronization)
-    if v is not None and not ((v >= 0) & (v <= 1)).all():
+    # PyTorch reads q's range on the host (a sync on a GPU too, its .item())
+    q._host_sync(f"{name}()")
+    v = np.asarray(q.detach()._value)
+    if not ((v >= 0) & (v <= 1)).all():
         raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
     return q
 
