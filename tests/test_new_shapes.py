@@ -28,6 +28,7 @@ def _compiles():
 def knobs():
     names = ("interpret_max_elements", "compile_payback", "compile_after", "background_compile")
     saved = [getattr(_kernel_cache, n) for n in names]
+    _kernel_cache.interpret_max_elements = 1 << 18  # the path is opt-in: these tests turn it on
     yield
     _kernel_cache.wait_compiles()
     for n, v in zip(names, saved):

@@ -48,7 +48,7 @@ from ..core._tensor import Tensor
 from ..autograd import engine as _engine_mod
 from ..autograd.engine import GraphTask, _tls, _trimming, node_observers
 from ..autograd.grad_mode import state as _state
-from ..autograd.node import AccumulateGrad, GraphRoot, SavedVariable
+from ..autograd.node import _SECOND_BACKWARD, AccumulateGrad, GraphRoot, SavedVariable
 from ..streams import _current_for, _san, active_captures as _active_captures
 
 #: Plans kept before the cache starts afresh.
@@ -333,9 +333,12 @@ class _Simulation:
             mask = tuple(full)
         kernel = fn.op.backward_kernel(fn.key, fn.attrs, mask, fn.in_avals)
         # Shapes only: a tensor saved under saved_tensors_hooks gives its aval (no unpack hook runs).
+        fn_saved, fn_saved_out = fn.saved, fn.saved_out  # read once: another thread's backward may free them
+        if fn.released:  # freed since the plan was chosen (a concurrent backward without retain_graph)
+            raise RuntimeError(_SECOND_BACKWARD)
         saved = tuple(((s.data if s.hooks is None else s.aval) if type(s) is SavedVariable else s)
-                      for s in fn.saved) if fn.saved is not None else ()
-        saved_out = tuple(s.data if s.hooks is None else s.aval for s in fn.saved_out) if fn.saved_out else ()
+                      for s in fn_saved) if fn_saved is not None else ()
+        saved_out = tuple(s.data if s.hooks is None else s.aval for s in fn_saved_out) if fn_saved_out else ()
         g_avals = tuple(jax.ShapeDtypeStruct(m.shape, m.dtype.np) for m in fn.input_metadata)
         with _dtype.x64_scope():
             res = jax.eval_shape(kernel, abstract(saved), abstract(saved_out), g_avals)

@@ -63,8 +63,11 @@ max_keys_per_op = 1024
 check_every = 16
 
 #: Interpret (NumPy on the host) a kernel's calls at a new shape when its arrays hold at most this many
-#: elements in all and live on a CPU (0: always compile, as before).
-interpret_max_elements = 1 << 18
+#: elements in all and live on a CPU (0, the default: always compile). Opt-in: set it to e.g. ``1 << 18``.
+#: Off by default since the whole suite ran with it: results differed from the compiled kernels' in the last
+#: bits (tests comparing eager with compiled or with jax at 1e-12 failed), a DTensor's sharding was lost on
+#: an interpreted call, and a concurrent backward failed; until those are fixed it is a knob, not the default.
+interpret_max_elements = 0
 #: A shape compiles once its interpreted calls have cost ``compile_payback`` times the expected compile time
 #: (the ski-rental rule), or at its ``compile_after``-th call (None: never by count). Compiling every shape
 #: that recurs at its 2nd call made first runs slower on the 2-core CPU (an LSTM LM's first 40 steps in "auto"
