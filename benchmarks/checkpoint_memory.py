@@ -7,7 +7,10 @@ in ``jgrad.utils.checkpoint.checkpoint(..., use_reentrant=False)``, as a PyTorch
 activations are then recomputed in backward instead of kept. Each (mode, variant) runs in a fresh process,
 because a device's ``peak_bytes_in_use`` only grows over a process's life: the figure is the peak over a
 few training steps, minus the memory held before the first step (parameters, optimizer state, batch). The
-CPU backend reports no memory statistics: there the rows give the step time only.
+CPU backend reports no memory statistics: there the rows give the step time only. That peak includes the
+warm-up steps (op by op before a step compiles), so each row also gives what XLA plans for the largest
+executable the run compiled (in "auto" mode the step's segment): its temporary buffers
+(``memory_analysis().temp_size_in_bytes``), the steady state of a compiled step on any backend.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _child(device, tiny, layers, mode, checkpointed, steps):
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+    import jax
     import numpy as np
 
     import jgrad as jg
@@ -52,6 +56,15 @@ def _child(device, tiny, layers, mode, checkpointed, steps):
         s = stats()
         return None if not s else s.get("bytes_in_use")
 
+    compiled = []
+    original = jax.stages.Lowered.compile
+
+    def recording(self, *a, **k):  # every executable the run compiles, for its planned temporary memory
+        c = original(self, *a, **k)
+        compiled.append(c)
+        return c
+
+    jax.stages.Lowered.compile = recording
     jg.synchronize()
     before = in_use()
     times, losses = [], []
@@ -66,8 +79,13 @@ def _child(device, tiny, layers, mode, checkpointed, steps):
             times.append(time.perf_counter() - t0)
     s = stats()
     peak = None if not s else s.get("peak_bytes_in_use")
+    jax.stages.Lowered.compile = original
+    plans = [(m.temp_size_in_bytes, m.argument_size_in_bytes) for m in
+             (c.memory_analysis() for c in compiled) if m is not None]
+    largest = max(plans, key=lambda p: p[1], default=(None, None))  # the step: the most argument bytes
     return {"peak_over_start": None if peak is None or before is None else peak - before,
-            "step_s": sorted(times)[len(times) // 2], "losses": losses}
+            "step_s": sorted(times)[len(times) // 2], "losses": losses, "temp_bytes": largest[0],
+            "executables": len(compiled)}
 
 
 def main(argv=None):
@@ -88,19 +106,21 @@ def main(argv=None):
         return
     print(f"# GPT step, peak device memory with and without checkpointed blocks ({layers} layers, "
           f"{'tiny' if args.tiny else 'GPT-2-small width'}, device {args.device})\n")
-    print("| mode | variant | peak over start (MiB) | median step (ms) | final loss |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| mode | variant | peak over start (MiB) | largest executable's temporaries (MiB) | median step (ms) "
+          "| final loss |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for mode in args.modes.split(","):
         for ck in (0, 1):
             cmd = [sys.executable, "-m", "benchmarks.checkpoint_memory", "--device", args.device, "--layers",
                    str(layers), "--steps", str(args.steps), "--child", f"{mode}:{ck}"] + (["--tiny"] if args.tiny else [])
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if out.returncode:
-                print(f"| {mode} | {'checkpointed' if ck else 'plain'} | failed: {out.stderr.strip()[-300:]} | | |")
+                print(f"| {mode} | {'checkpointed' if ck else 'plain'} | failed: {out.stderr.strip()[-300:]} | | | |")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             mib = "n/a (no memory statistics)" if r["peak_over_start"] is None else f"{r['peak_over_start'] / 2**20:.0f}"
-            print(f"| {mode} | {'checkpointed' if ck else 'plain'} | {mib} | {r['step_s'] * 1e3:.1f} | "
+            temp = "n/a" if r["temp_bytes"] is None else f"{r['temp_bytes'] / 2**20:.0f} (of {r['executables']})"
+            print(f"| {mode} | {'checkpointed' if ck else 'plain'} | {mib} | {temp} | {r['step_s'] * 1e3:.1f} | "
                   f"{r['losses'][-1]:.5f} |")
 
 

@@ -1,7 +1,8 @@
 """GPT-2-small training step (issue 28): jgrad eager / auto / captured replay / jg.compile, jax.jit of a
 jax.numpy twin, PyTorch eager and torch.compile, same run, same weights and batch.
 
-    python -m benchmarks.gpt2_small [--tiny] [--device cpu|gpu] [--tf32] [--only NAME,...] [--quick] [--json out.json]
+    python -m benchmarks.gpt2_small [--tiny] [--device cpu|gpu] [--tf32] [--autocast bf16] [--only NAME,...] [--quick]
+                                    [--json out.json]
 
 The model is ``examples/gpt/model.py`` (PyTorch's nanoGPT layout, weight tying, ``scaled_dot_product_attention``
 with ``is_causal=True``) at GPT-2 small's shapes: 12 layers, 12 heads, width 768, context 1024, vocabulary 50304,
@@ -17,7 +18,9 @@ step costs the host when it does not wait for the device. A host time close to t
 step is host-bound.
 
 Goals (issue 28, GPU): auto <= 1.05x the captured replay; the replay <= 0.8x PyTorch eager; eager <= 1.3x
-PyTorch eager; jg.compile <= 1.05x the replay.
+PyTorch eager; jg.compile <= 1.05x the replay. ``--autocast bf16`` runs every row's forward under its library's
+autocast to bfloat16 (``jg.autocast`` / ``torch.autocast``; the jax.jit row is skipped: it has no autocast);
+issue 30's goal there: jgrad auto <= 0.8x PyTorch eager autocast.
 """
 from __future__ import annotations
 
@@ -42,6 +45,16 @@ REAL = dict(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768
 TINY = dict(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32, dropout=0.0, batch=2)
 LR, WEIGHT_DECAY, BETAS, EPS = 6e-4, 0.1, (0.9, 0.95), 1e-8
 ROWS = ("jgrad eager", "jgrad auto", "jgrad replay", "jg.compile", "jax.jit", "torch eager", "torch.compile")
+AUTOCAST = [None]  # "bf16": every row's forward under its library's autocast to bfloat16
+
+
+def _autocast(lib, device):
+    """The forward's autocast region for ``lib`` (jgrad or torch), or a no-op context."""
+    import contextlib
+
+    if AUTOCAST[0] is None:
+        return contextlib.nullcontext()
+    return lib.autocast("cuda" if device in ("gpu", "cuda") else "cpu", dtype=lib.bfloat16)
 
 
 # ------------------------------------------------------------------------------------------------- jgrad
@@ -65,7 +78,8 @@ def jgrad_variants(cfg, state, x, y, device, only):
     def make_step(model, opt):
         def step(xb, yb):
             opt.zero_grad(set_to_none=True)
-            _, loss = model(xb, yb)
+            with _autocast(jg, device):
+                _, loss = model(xb, yb)
             loss.backward()
             opt.step()
             return loss
@@ -103,7 +117,8 @@ def _captured_variants(cfg, state, jx, jy, device, only, make_step, out, losses)
         opt.zero_grad(set_to_none=True)
         g = jg.Graph()
         with jg.graph(g):
-            _, static_loss = model(jx, jy)
+            with _autocast(jg, device):
+                _, static_loss = model(jx, jy)
             static_loss.backward()
             opt.step()
         params = list(model.parameters())
@@ -221,7 +236,8 @@ def torch_variants(cfg, state, x, y, tdev, only):
 
         def step(model=model, opt=opt):
             opt.zero_grad(set_to_none=True)
-            _, loss = model(tx, ty)
+            with _autocast(torch, tdev):
+                _, loss = model(tx, ty)
             loss.backward()
             opt.step()
             return loss
@@ -284,9 +300,11 @@ def _ratio(by, a, b):
     return by[a] / by[b] if a in by and b in by else None
 
 
-def targets(by, device):
+def targets(by, device, autocast=None):
     goals = [("jgrad auto", "jgrad replay", 1.05), ("jgrad replay", "torch eager", 0.8),
              ("jgrad eager", "torch eager", 1.3), ("jg.compile", "jgrad replay", 1.05)]
+    if autocast:  # issue 30's goal for the bf16 autocast step
+        goals = [("jgrad auto", "torch eager", 0.8)] + goals
     out = []
     for a, b, limit in goals:
         r = _ratio(by, a, b)
@@ -300,11 +318,15 @@ def main(argv=None):
     p.add_argument("--tiny", action="store_true", help="the smoke size (2 layers, width 32): for the CPU")
     p.add_argument("--tf32", action="store_true", help="TF32 matmuls in jgrad, jax and torch")
     p.add_argument("--only", default=",".join(ROWS), help="comma-separated rows to run (default: all)")
+    p.add_argument("--autocast", choices=("bf16",), default=None, help="forward under autocast to bfloat16")
     args = p.parse_args(argv)
+    AUTOCAST[0] = args.autocast
     cfg = TINY if args.tiny else REAL
     if args.device == "cpu" and not args.tiny:
         raise SystemExit("GPT-2 small at its real size is for a GPU; on the CPU pass --tiny.")
     only = set(s.strip() for s in args.only.split(","))
+    if args.autocast:
+        only.discard("jax.jit")
     jdev, tdev = common.setup_device(args.device)
     if args.tf32:
         import jax
@@ -352,7 +374,7 @@ def report(args, cfg, env, res, host, losses, notes):
     c = cfg
     title = (f"GPT-2-small step: {c['n_layer']} layers, {c['n_head']} heads, width {c['n_embd']}, context "
              f"{c['block_size']}, vocabulary {c['vocab_size']}, batch {c['batch']}, AdamW, float32"
-             f"{' (TF32)' if args.tf32 else ''}")
+             f"{' (TF32)' if args.tf32 else ''}{', forward under autocast to bfloat16' if args.autocast else ''}")
     tab = common.table(title, res, baselines=("jgrad replay", "torch eager"))
     for row in tab["rows"]:
         row["host_s"] = host[row["name"]]
@@ -363,7 +385,7 @@ def report(args, cfg, env, res, host, losses, notes):
     print("\n### First-step losses (same weights and batch)\n")
     for k, v in losses.items():
         print(f"- {k}: {v:.6g}")
-    verdicts = targets({r.name: r.median for r in res}, args.device)
+    verdicts = targets({r.name: r.median for r in res}, args.device, args.autocast)
     print("\n### Targets (issue 28, on the GPU)\n")
     if not verdicts:
         print("- not evaluated here: the goals apply to the GPU at the real size")

@@ -48,28 +48,129 @@ def _sub_jaxpr(eqn):
 class Program:
     """A jaxpr flattened into steps over numbered slots (calls inlined, literals placed once)."""
 
-    __slots__ = ("steps", "template", "in_slots", "out_slots")
+    __slots__ = ("steps", "template", "in_slots", "out_slots", "names", "flushes")
 
     def __init__(self):
         self.steps, self.template, self.in_slots, self.out_slots = [], [], [], []
+        self.names = []  # (primitive, in slots, out slots, out dtypes, in shapes, out shape): Note [Exact programs]
+        self.flushes = None  # exact programs: per step, whether XLA would flush a subnormal it computes
 
     def slot(self, value=None):
         self.template.append(value)
         return len(self.template) - 1
 
 
-def plan(closed):
-    """``closed`` (a ClosedJaxpr) as a ``Program``, or None when something in it is XLA's only."""
+def plan(closed, exact=True):
+    """``closed`` (a ClosedJaxpr) as a ``Program``, or None when something in it is XLA's only.
+
+    ``exact``: only a program whose every bit equals the compiled kernel's (Note [Exact programs]); else
+    NumPy's transcendentals, float sums and products, whose last bits may differ from XLA's.
+    """
     prog = Program()
     try:
         prog.in_slots = [prog.slot() for _ in closed.jaxpr.invars]
-        prog.out_slots = _flatten(prog, closed.jaxpr, closed.consts, prog.in_slots)
+        prog.out_slots = _flatten(prog, closed.jaxpr, closed.consts, prog.in_slots, exact)
+        if exact:
+            _check_exact(prog)
+            prog.flushes = [any(np.issubdtype(d, np.floating) for d in n[3]) and n[0] not in _MOVES for n in prog.names]
     except Unsupported:
         return None
     return prog
 
 
-def _flatten(prog, jaxpr, consts, in_slots):
+# Elementwise primitives evaluated by XLA's padded kernel (NumPy's rounding differs or NumPy lacks them).
+_BUCKETED_OK = frozenset((
+    "exp2", "erf", "erfc", "erf_inv", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "cbrt", "pow", "atan2", "rem", "round", "lgamma", "digamma", "nextafter", "sign",
+))
+#: NumPy's own versions are within an ulp or two of XLA's; exact programs take XLA's padded kernel for them.
+_NUMPY_TRANSCENDENTALS = frozenset(("exp", "log", "log1p", "expm1", "tanh", "sin", "cos", "logistic", "rsqrt"))
+
+
+# Note [Exact programs]
+# ~~~~~~~~~~~~~~~~~~~~~
+# Why: a result that depends on whether its shape had compiled yet (a timing question: hot shapes compile in a
+# background thread) makes a run irreproducible and lets two DDP ranks drift apart in the last bits. So by
+# default a program runs here only when it computes XLA's bits exactly:
+# - structural primitives, comparisons, selects, max/min reductions and integer arithmetic are exact anywhere;
+# - one IEEE operation (add, sub, mul, div, sqrt) rounds the same in NumPy and XLA, but XLA's CPU backend
+#   contracts a float multiply feeding an add or subtract into one fused multiply-add (one rounding, not two),
+#   which NumPy cannot do: a program with that pattern compiles (``_refuse_contractions``);
+# - XLA rewrites ``A / broadcast(B)`` (a literal, a size-1 dimension) as ``A * broadcast(1 / B)``: so does the
+#   interpreter; a division by a square root or a transcendental XLA may rewrite otherwise: compiled;
+# - transcendentals (exp, log, tanh, atan...) are XLA's own polynomials, and even XLA's elementwise kernel does
+#   not give the same bits at every length (its vector loop and its scalar tail round differently: exp, log
+#   and atan differ between lengths 5 and 64), so a program holding one compiles;
+# - a float sum (``reduce_sum``, ``dot_general``, ``cumsum``) depends on XLA's order of additions: compiled.
+# - XLA's CPU code runs with subnormals flushed to zero, in and out (1e-40 > 0 is False there): an exact program
+#   that meets a subnormal, as an input or as the result of an arithmetic step, stops (``Subnormal``) and the
+#   kernel compiles;
+# ``JGRAD_VERIFY_INTERPRETED=1`` (``_kernel_cache._verify``) checks every interpreted call against the compiled
+# kernel bit for bit: the whole suite ran with it to find the rewrites above.
+_EXACT_FLOAT_NUMPY = frozenset((
+    "add", "sub", "mul", "neg", "max", "min", "abs", "floor", "ceil", "sqrt", "square", "is_finite", "eq", "ne",
+    "lt", "le", "gt", "ge", "and", "or", "xor", "not", "select_n", "clamp", "stop_gradient", "copy", "copy_p",
+    "optimization_barrier", "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "concatenate",
+    "stack", "add_any", "split", "rev", "slice", "dynamic_slice", "dynamic_update_slice", "pad", "iota", "gather",
+    "reduce_max", "reduce_min", "reduce_and", "reduce_or", "argmax", "argmin", "div", "convert_element_type",
+    "integer_pow",
+))
+# Primitives that move bits without arithmetic: they neither flush nor make a subnormal.
+_MOVES = frozenset(("reshape", "broadcast_in_dim", "squeeze", "expand_dims", "transpose", "concatenate", "stack",
+                    "split", "rev", "slice", "dynamic_slice", "dynamic_update_slice", "pad", "gather", "copy",
+                    "copy_p", "stop_gradient", "optimization_barrier", "select_n"))
+_EXACT_BUCKETED = frozenset(("sign", "round", "rem", "nextafter"))  # exact operations: any length, the same bits
+_PRODUCTS = frozenset(("mul", "square", "integer_pow", "div"))
+_PASS_THROUGH = frozenset(("reshape", "squeeze", "expand_dims", "transpose", "neg", "copy",
+                           "copy_p", "stop_gradient", "slice", "rev", "concatenate", "select_n", "pad"))
+_SUMS = frozenset(("add", "sub", "add_any"))
+_RESHAPES = frozenset(("reshape", "squeeze", "expand_dims", "transpose", "copy", "copy_p", "stop_gradient"))
+_TRANSCENDENTAL = (frozenset(("sqrt",)) | _BUCKETED_OK | _NUMPY_TRANSCENDENTALS) - {"sign", "round", "rem", "nextafter"}
+
+
+def _check_exact(prog):
+    """Raise Unsupported where XLA's compile changes the rounding of what the program says; rewrite a division
+    by a broadcast as XLA does (a multiply by the reciprocal)."""
+    tags = {}  # slot -> set of "product", "transcendental", "broadcast"
+    for k, (name, ins, outs, dtypes, shapes, out_shape) in enumerate(prog.names):
+        if not any(np.issubdtype(d, np.floating) for d in dtypes):
+            continue
+        seen = [tags.get(i, frozenset()) for i in ins]
+        held = frozenset().union(*seen)
+        if name in _SUMS and held & {"product", "transcendental"}:
+            raise Unsupported(f"{name} of a product (XLA fuses them into one multiply-add)")
+        if name in _TRANSCENDENTAL and "transcendental" in held:
+            raise Unsupported(f"{name} of a transcendental (XLA may simplify the pair)")
+        if name == "mul" and all("transcendental" in t for t in seen):
+            raise Unsupported("a product of two transcendentals (XLA may simplify the pair)")
+        if name == "div":
+            if "transcendental" in seen[1]:
+                raise Unsupported("a division by a square root or a transcendental (XLA may rewrite it)")
+            if "broadcast" in seen[1] or shapes[1] != out_shape:  # a literal or a size-1 dimension broadcasts too
+                prog.steps[k] = (_reciprocal_mul,) + prog.steps[k][1:]
+        out = set()
+        if name in _PRODUCTS:
+            out.add("product")
+        elif name in _TRANSCENDENTAL:
+            out.add("transcendental")
+        elif name in _PASS_THROUGH:
+            out |= held - {"broadcast"}
+            if name in _RESHAPES and "broadcast" in held:
+                out.add("broadcast")
+        if name == "broadcast_in_dim":
+            out |= held | {"broadcast"}
+        if out:
+            tags.update(dict.fromkeys(outs, frozenset(out)))
+
+
+def _reciprocal_mul(x, y, **_):
+    """XLA's ``A / broadcast(B) => A * broadcast(1 / B)``."""
+    if not np.issubdtype(x.dtype, np.floating):
+        raise _ToXLA
+    return np.multiply(x, np.divide(np.ones((), y.dtype), y))
+
+
+def _flatten(prog, jaxpr, consts, in_slots, exact):
     env = {}
     for v, x in zip(jaxpr.constvars, consts):
         env[v] = prog.slot(np.asarray(x))
@@ -87,9 +188,12 @@ def _flatten(prog, jaxpr, consts, in_slots):
         ins = [read(v) for v in eqn.invars]
         if name in _CALLS:
             sub = _sub_jaxpr(eqn)
-            outs = _flatten(prog, getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins)
+            outs = _flatten(prog, getattr(sub, "jaxpr", sub), getattr(sub, "consts", ()), ins, exact)
         else:
             fn = _IMPL.get(name)
+            if exact and name not in _EXACT_FLOAT_NUMPY and name not in _EXACT_BUCKETED and any(
+                    np.issubdtype(np.dtype(v.aval.dtype), np.inexact) for v in eqn.invars):
+                raise Unsupported(f"{name} of floats (its bits are XLA's own)")
             if fn is None:
                 if name not in _BUCKETED_OK:
                     raise Unsupported(name)
@@ -104,8 +208,10 @@ def _flatten(prog, jaxpr, consts, in_slots):
                 _dtype_ok(v.aval)
             params = {k: v for k, v in eqn.params.items() if k != "sharding"}
             outs = [prog.slot() for _ in eqn.outvars]
-            prog.steps.append((fn, params, tuple(ins), tuple(outs), tuple(np.dtype(v.aval.dtype) for v in eqn.outvars),
-                               eqn.primitive.multiple_results))
+            dtypes = tuple(np.dtype(v.aval.dtype) for v in eqn.outvars)
+            prog.steps.append((fn, params, tuple(ins), tuple(outs), dtypes, eqn.primitive.multiple_results))
+            prog.names.append((name, tuple(ins), tuple(outs), dtypes, tuple(np.shape(v.aval) for v in eqn.invars),
+                               np.shape(eqn.outvars[0].aval)))
         for v, i in zip(eqn.outvars, outs):
             env[v] = i
     return [read(v) for v in jaxpr.outvars]
@@ -117,27 +223,42 @@ def _dtype_ok(aval):
         raise Unsupported(str(aval))
 
 
+class Subnormal(Exception):
+    """An exact program met a subnormal float, which XLA's CPU code flushes to zero: the kernel compiles."""
+
+
 def run(prog, args):
     """Evaluate ``prog`` on NumPy ``args``; its flat outputs as NumPy arrays."""
     env = list(prog.template)
+    flushes = prog.flushes
     for i, x in zip(prog.in_slots, args):
+        if flushes is not None and _subnormal(x):
+            raise Subnormal
         env[i] = x
     with np.errstate(all="ignore"):  # XLA does not warn: inf and NaN are values
-        for fn, params, ins, outs, dtypes, multiple in prog.steps:
+        for k, (fn, params, ins, outs, dtypes, multiple) in enumerate(prog.steps):
             res = fn(*[env[i] for i in ins], **params)
             if not multiple:
                 res = (res,)
             for i, x, dt in zip(outs, res, dtypes):
                 x = np.asarray(x)
-                env[i] = x if x.dtype == dt else x.astype(dt)
+                env[i] = x = x if x.dtype == dt else x.astype(dt)
+                if flushes is not None and flushes[k] and _subnormal(x):
+                    raise Subnormal
     return [env[i] for i in prog.out_slots]
 
 
+def _subnormal(x):
+    """Whether float array ``x`` holds a subnormal (XLA's CPU code treats them as zero, in and out)."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return False
+    m = np.abs(x)
+    small = m < np.finfo(x.dtype).tiny
+    return bool(small.any()) and bool((small & (m > 0)).any())
+
+
 # ---- elementwise primitives through XLA, padded to a power-of-two length --------------------------------
-_BUCKETED_OK = frozenset((
-    "exp2", "erf", "erfc", "erf_inv", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-    "cbrt", "pow", "atan2", "rem", "round", "lgamma", "digamma", "nextafter", "sign",
-))
 _bucket_fns: dict = {}
 
 
@@ -344,6 +465,8 @@ _IMPL = {
     "cos": lambda x, **_: np.cos(x), "logistic": lambda x, **_: 1 / (1 + np.exp(-x)),
     "rsqrt": lambda x, **_: 1 / np.sqrt(x), "integer_pow": lambda x, y, **_: _integer_pow(x, y),
 }
+
+
 
 
 def _integer_pow(x, y):
