@@ -126,7 +126,7 @@ def _matmul(op, args):
     if sa and sb and a.ndim == 2 and b.ndim == 2 and op in (MATMUL_OPS[(2, 2)], MATMUL_ND):
         return _sparse_sparse(_SP_SP["MmBackward0"], a, b)
     other = b if sa else a
-    if isinstance(other, Tensor) and other._data is None and not isinstance(other, SparseCooTensor):
+    if not isinstance(other, SparseCooTensor) and getattr(other, "_sparse_call", None) is not None:
         raise RuntimeError(_mixed_layouts(a, b))  # COO with another sparse layout (CSR: ops.sparse_csr)
     if sa and not sb and a.ndim == 2 and a.dense_dim() == 0 and b.ndim in (1, 2) and op is not LINEAR_NOBIAS:
         return call(_SP_DENSE["MvBackward0" if b.ndim == 1 else "MmBackward0"], a._sp_values, a._sp_idx_t, b,
