@@ -384,7 +384,7 @@ def csr_call(op, args, attrs, inplace):
         return _inplace(op, args, attrs, inplace, first)
     if op in _MATMULS:
         return _matmul(op, args[0], args[1])
-    if op in (ADD, ADD_ALPHA) and all(isinstance(a, Tensor) and a.ndim for a in args[:2]):
+    if op in (ADD, ADD_ALPHA):
         return _add(op, args, attrs)
     if op is MUL and all(isinstance(a, Tensor) and a.ndim for a in args) and not all(
             isinstance(a, SparseCsrTensor) for a in args):
@@ -429,10 +429,11 @@ def _matmul(op, a, b, name=None):
     COO product, converted)."""
     ca, cb = isinstance(a, SparseCsrTensor), isinstance(b, SparseCsrTensor)
     sa, sb = (getattr(x, "_sparse_call", None) is not None for x in (a, b))
-    if op is LINEAR_NOBIAS or op is LINEAR or not isinstance(a, Tensor) or not isinstance(b, Tensor) \
-            or a.ndim not in (1, 2) or b.ndim not in (1, 2) or (ca and cb and b.ndim != 2):
-        raise RuntimeError("expand is unsupported for SparseCsr tensors") if op is MATMUL_ND else \
-            NotImplementedError(_not_implemented(_aten(op), a if ca else b))
+    if op is LINEAR_NOBIAS or op is LINEAR or not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise NotImplementedError(_not_implemented(_aten(op), a if ca else b))
+    if a.ndim not in (1, 2) or b.ndim not in (1, 2) or (ca and cb and b.ndim != 2):
+        raise RuntimeError(f"matmul: jgrad multiplies a CSR tensor by a 1-D or 2-D tensor only, got "
+                           f"{a.ndim}-D @ {b.ndim}-D")
     if sa and sb and not (ca and cb):
         raise RuntimeError(f"addmm: computation on CPU is not implemented for {'SparseCsr' if ca else 'Sparse'} + "
                            f"{'SparseCsr' if ca else 'Sparse'} @ {'SparseCsr' if cb else 'Sparse'}")
@@ -453,13 +454,22 @@ def csr_sparse_mm(mat1, mat2):
 
 
 def _add(op, args, attrs):
+    """CSR + CSR: CSR (the values added on one pattern, else the union of the patterns: the COO sum, coalesced);
+    CSR + dense and dense + CSR: dense; no broadcasting, as PyTorch's."""
     a, b = args[0], args[1]
     ca, cb = isinstance(a, SparseCsrTensor), isinstance(b, SparseCsrTensor)
-    if ca and cb:  # the union of the patterns: the COO sum, coalesced
-        if tuple(a.shape) != tuple(b.shape):
-            raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has size "
-                               f"{list(a.shape)} while other has size {list(b.shape)}")
+    sizes = [list(x.shape) if isinstance(x, Tensor) else [] for x in (a, b)]
+    if ca and cb:
+        if sizes[0] != sizes[1]:
+            raise RuntimeError(f"torch.add: Expected input tensors to have the same shape, but got tensor `self` with "
+                               f"shape {sizes[0]} and tensor `other` with shape {sizes[1]}")
+        if np.array_equal(a._idx, b._idx):
+            return a._with_values(call(op, a._sp_values, b._sp_values, *args[2:], **attrs))
         return _coo_to_csr(call(op, a._coo(), b._coo(), *args[2:], **attrs), False)
+    if sizes[0] != sizes[1]:
+        other, csr = (sizes[1], sizes[0]) if ca else (sizes[0], sizes[1])
+        raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has size {other} while "
+                           f"other has size {csr} (FYI: op2-sparse addition does not currently support broadcasting)")
     if getattr(b if ca else a, "_sparse_call", None) is not None:
         raise RuntimeError(f"add: computation on CPU is not implemented for {'SparseCsr' if ca else 'Sparse'} + "
                            f"{'Sparse' if ca else 'SparseCsr'}")
@@ -480,7 +490,8 @@ _POINTWISE: dict = {}
 
 
 def _pointwise(op, args, attrs):
-    """Whether ``op`` is elementwise: it runs on 0-d zeros for its tensor arguments and gives a 0-d result."""
+    """Whether ``op`` is elementwise: on zeros of shape (2,) for its tensor arguments it gives shape (2,) (a
+    reduction or an op that needs more dims does not)."""
     key = (op, tuple(attrs.items()), tuple(a.dtype if isinstance(a, Tensor) else type(a) for a in args))
     try:
         known = _POINTWISE.get(key)
@@ -492,8 +503,8 @@ def _pointwise(op, args, attrs):
     kernel = op._kernels.get(akey) or op.kernel(akey, attrs)
     try:
         with _x64():
-            out = kernel(*(jnp.zeros((), a.dtype.np) if isinstance(a, Tensor) else a for a in args))
-        known = not isinstance(out, tuple) and out.shape == ()
+            out = kernel(*(jnp.zeros((2,), a.dtype.np) if isinstance(a, Tensor) else a for a in args))
+        known = not isinstance(out, tuple) and out.shape == (2,)
     except Exception:  # noqa: BLE001  (an op that needs dims a 0-d zero lacks: not elementwise)
         known = False
     if key is not None:
