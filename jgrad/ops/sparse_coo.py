@@ -16,7 +16,6 @@ Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry`` and ``ops.crea
 """
 from __future__ import annotations
 
-import re
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +23,7 @@ import numpy as np
 from jax.experimental import sparse as jsparse
 
 from ..core import _dtype
+from ..core._format import _format_array
 from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
 from ._registry import tensor_method
@@ -436,11 +436,10 @@ def _add_suffixes(text, suffixes, indent, force=True):
 
 
 def _part(x, prefix):
-    """One part of a sparse tensor's repr (``values=tensor([...])``), without its dtype (a suffix says it once)."""
-    text = re.sub(r",\s*dtype=[\w.]+", "", repr(x.detach()))
-    if x.numel() == 0 and "size=" not in text:
-        text = text[:-1] + f", size={tuple(x.shape)})"
-    return prefix + text.replace("\n", "\n" + " " * (7 + len(prefix)))
+    """One part of a sparse tensor's repr (``values=tensor([...])``), without its dtype (a suffix says it once),
+    its lines wrapped where PyTorch wraps them (at its indent: ``tensor(`` + ``prefix`` + ``tensor(``)."""
+    body = _format_array(np.asarray(x.detach().numpy()), 14 + len(prefix), x.dtype)
+    return f"{prefix}tensor({body}" + (f", size={tuple(x.shape)})" if x.numel() == 0 else ")")
 
 
 def _suffixes(t):

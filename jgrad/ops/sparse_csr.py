@@ -443,6 +443,8 @@ def _matmul(op, a, b, name=None):
     if ca:
         node = name or ("MvBackward0" if b.ndim == 1 else "MmBackward0")
         return call(_CSR_DENSE[node], a._sp_values, a._dev_parts[2], a._dev_parts[3], b, shape=tuple(a.shape))
+    if a.ndim == 1:  # PyTorch's vector @ CSR: a one-row product, squeezed (its node SqueezeBackward4)
+        return _matmul(op, a.unsqueeze(0), b).squeeze(0)
     return call(_DENSE_SP, a, b._sp_values, b._dev_parts[3], shape=tuple(b.shape))
 
 
@@ -465,7 +467,7 @@ def _add(op, args, attrs):
                                f"shape {sizes[0]} and tensor `other` with shape {sizes[1]}")
         if np.array_equal(a._idx, b._idx):
             return a._with_values(call(op, a._sp_values, b._sp_values, *args[2:], **attrs))
-        return _coo_to_csr(call(op, a._coo(), b._coo(), *args[2:], **attrs), False)
+        return _union_add(a, b, args[2] if op is ADD_ALPHA else 1)
     if sizes[0] != sizes[1]:
         other, csr = (sizes[1], sizes[0]) if ca else (sizes[0], sizes[1])
         raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has size {other} while "
@@ -474,6 +476,26 @@ def _add(op, args, attrs):
         raise RuntimeError(f"add: computation on CPU is not implemented for {'SparseCsr' if ca else 'Sparse'} + "
                            f"{'Sparse' if ca else 'SparseCsr'}")
     return call(op, *(x.to_dense() if isinstance(x, SparseCsrTensor) else x for x in args), **attrs)
+
+
+def _union(va, vb, pa, pb, *, n, alpha):
+    out = jnp.zeros((n,), jnp.result_type(va, vb))
+    return out.at[pa].add(va).at[pb].add(vb * alpha if alpha != 1 else vb)
+
+
+_UNION_ADD = Op("AddBackward0", _union, edge_args=(0, 1))
+
+
+def _union_add(a, b, alpha):
+    """CSR + CSR of two patterns: the union (sorted row-major), each side's values added at their places."""
+    n_cols = a.shape[1]
+    lin_a, lin_b = a._idx[0] * n_cols + a._idx[1], b._idx[0] * n_cols + b._idx[1]
+    lin = np.union1d(lin_a, lin_b)
+    idx = np.stack([lin // n_cols, lin % n_cols]).astype(np.int64).reshape(2, -1)
+    dev = a._sp_values.device
+    vals = call(_UNION_ADD, a._sp_values, b._sp_values, tensor(np.searchsorted(lin, lin_a), device=dev),
+                tensor(np.searchsorted(lin, lin_b), device=dev), n=int(lin.size), alpha=alpha)
+    return _from_csr(vals, _crow_of(idx[0], a.shape[0]), idx, a.shape)
 
 
 def _on_values(op, args, attrs, first):
