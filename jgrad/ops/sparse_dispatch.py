@@ -147,8 +147,7 @@ def sparse_mm(mat1, mat2):
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
                                f"{mat2.shape[0]}x{mat2.shape[1]})")
         if mat1.dtype is not mat2.dtype:
-            raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: {mat1.dtype} != "
-                               f"{mat2.dtype}")
+            raise RuntimeError(f"expected scalar type {_scalar_name(mat1.dtype)} but found {_scalar_name(mat2.dtype)}")
         return call(_SP_DENSE["SparseAddmmBackward0"], mat1._sp_values, mat1._sp_idx_t, mat2, shape=tuple(mat1.shape))
     return mat1 @ mat2
 
@@ -209,11 +208,7 @@ def _sparse_sparse(op, a, b):
     return _from_parts(vals, idx, (a.shape[0], b.shape[1]), True)
 
 
-def _scalar_name(dt):
-    """PyTorch's scalar-type name of a dtype (``Float``, ``Double``, ``Long``)."""
-    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-            "complex64": "ComplexFloat", "complex128": "ComplexDouble"}.get(str(dt).split(".")[-1], str(dt))
+_scalar_name = _dtype.scalar_name  # PyTorch's scalar-type names ("Float", "Long")
 
 
 def _mixed_layouts(a, b):
