@@ -39,12 +39,20 @@ class layout:
 
     def __init__(self, name):
         self.name = name
+        _LAYOUTS[name] = self
 
     def __repr__(self):
         return f"jgrad.{self.name}"
 
     def __reduce__(self):
-        return self.name  # unpickles as the module attribute of that name (one object per layout)
+        return _layout_named, (self.name,)  # unpickles as the same object (one per layout)
+
+
+_LAYOUTS: dict = {}
+
+
+def _layout_named(name):
+    return _LAYOUTS[name]
 
 
 strided = layout("strided")
