@@ -1,5 +1,5 @@
 """``jgrad.sparse`` (``torch.sparse``): ``mm`` and ``sum`` of COO tensors (``jgrad.ops.sparse_coo``: a BCOO's
-values and indices; ``jgrad.ops.sparse_dispatch``: the ops on them).
+values and indices; ``jgrad.ops.sparse_dispatch``: the ops on them) and ``mm`` of CSR ones (``ops.sparse_csr``).
 
 Imports ``ops.sparse_coo``, ``ops.sparse_csr`` and ``ops.sparse_dispatch``.
 """

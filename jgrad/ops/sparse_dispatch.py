@@ -5,6 +5,8 @@ here (``sparse_call``). What PyTorch computes on sparse tensors runs on the BCOO
 
 - ``sparse @ dense``, ``dense @ sparse``, ``mm``, ``mv``, ``matmul``: ``bcoo_dot_general`` (a dense result;
   gradients to the dense side and to the values, ``jax.vjp`` of it), under PyTorch's node names;
+- ``sparse @ sparse`` (2-D COO): a coalesced COO result on the structural pattern, found on the host
+  (``spgemm_plan``: the pairs of entries that meet); the values are the pairs' products summed per entry;
 - ``dense + sparse`` / ``dense - sparse``: a dense result (the sparse side's ``to_dense``, as PyTorch's);
   ``sparse + dense`` is PyTorch's error; ``sparse + sparse``: sparse, indices concatenated (uncoalesced);
 - ``sparse * dense`` of one shape: sparse (the dense side gathered at the indices);
@@ -16,7 +18,7 @@ here (``sparse_call``). What PyTorch computes on sparse tensors runs on the BCOO
 Everything else raises PyTorch's ``NotImplementedError``: "Could not run 'aten::exp' with arguments from the
 'SparseCPU' backend. ...". Nothing is densified behind the user's back.
 
-Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops.sparse_coo``, ``ops.conversion``, ``ops.linalg``, ``ops.pointwise``, ``ops.reduction``
+Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops.sparse_coo``, ``ops.creation``, ``ops.conversion``, ``ops.linalg``, ``ops.pointwise``, ``ops.reduction``
 and ``ops.shape``.
 """
 from __future__ import annotations
