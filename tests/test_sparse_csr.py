@@ -39,6 +39,7 @@ def test_csr_storage_is_a_bcsr_and_converts_as_numpy_says():
     small = jg.sparse_csr_tensor(jg.tensor(CROW, dtype=jg.int32), jg.tensor(COL, dtype=jg.int32), VALS)
     assert small.crow_indices().dtype == jg.int32 and small.shape == (3, 3)  # size inferred, index dtype kept
     for t in (jg.tensor(DENSE).to_sparse_csr(), jg.tensor(DENSE).to_sparse(layout=jg.sparse_csr),
+              jg.tensor(DENSE).to_sparse().to_sparse(layout=jg.sparse_csr),
               jg.sparse_coo_tensor([[2, 0, 2, 0, 2], [2, 0, 1, 2, 2]], [1.0, 1.0, 3.0, 2.0, 3.0], (3, 3))
               .to_sparse_csr()):  # an uncoalesced COO tensor: coalesced first
         assert t.layout == jg.sparse_csr

@@ -55,6 +55,7 @@ def _layout_named(name):
     return _LAYOUTS[name]
 
 
+layout_type = layout
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
 
@@ -196,6 +197,10 @@ class SparseCooTensor(Tensor):
         return out if dtype is None else out.to(dtype)
 
     def to_sparse(self, *args, **kwargs):
+        """This tensor; ``to_sparse(layout=sparse_csr)``: its CSR form (``ops.sparse_csr``)."""
+        layout = kwargs.get("layout", args[0] if args and isinstance(args[0], layout_type) else None)
+        if layout is not None and layout is not sparse_coo:
+            return _sparse_ops[f"to_{layout.name}"](self)
         return self
 
     # ---- what PyTorch refuses on a tensor without storage ------------------
