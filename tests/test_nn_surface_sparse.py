@@ -1,13 +1,16 @@
 """Issue 30: COO sparse tensors on ``jax.experimental.sparse`` (BCOO) as pytorch/examples' GAT uses them and as
-PyTorch defines them: storage, accessors, printing, sparse @ dense with gradients (against PyTorch and jax.grad),
-the ops PyTorch keeps sparse and PyTorch's errors for the others."""
+PyTorch defines them: storage, accessors, printing, sparse @ dense and sparse @ sparse with gradients (against
+PyTorch and jax.grad), the ops PyTorch keeps sparse and PyTorch's errors for the others."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from jax.experimental import sparse as jsparse
 
 import jgrad as jg
+from _op_helpers import SETTINGS
 
 torch = pytest.importorskip("torch")
 
@@ -157,3 +160,61 @@ def test_sparse_ops_are_pytorchs_or_raise_its_errors():
         else:
             assert ours[0] == theirs[0], name
             np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6, err_msg=name)
+
+
+def _spsp_program(lib, va, vb, w):
+    """sparse @ sparse four ways (PyTorch's node names), the values' gradients through the sparse result."""
+    va, vb = lib.tensor(va, requires_grad=True), lib.tensor(vb, requires_grad=True)
+    a = lib.sparse_coo_tensor([[0, 1, 1, 0], [2, 0, 2, 2]], va, (2, 3))  # (0, 2) twice: uncoalesced
+    b = lib.sparse_coo_tensor([[0, 2, 2, 1], [1, 0, 1, 1]], vb, (3, 2))
+    outs = [lib.sparse.mm(a, b), lib.mm(a, b), lib.matmul(a, b), a @ b]
+    (outs[0].to_dense() * lib.tensor(w)).sum().backward()
+    return ([(r.grad_fn.name(), r.is_coalesced(), r._nnz(), r.indices().tolist(), r.values().tolist()) for r in outs],
+            va.grad.numpy(), vb.grad.numpy())
+
+
+@pytest.mark.one_execution_mode  # host-side pattern plus one kernel family: the mode changes nothing here
+def test_sparse_sparse_matmul_against_torch_and_jax_grad():
+    """COO @ COO is a coalesced COO result on the structural pattern (PyTorch's indices, nnz and values); the
+    gradients reach both operands' values."""
+    va, vb = np.array([1.0, 2.0, 3.0, 4.0], np.float32), np.array([5.0, 6.0, 7.0, 8.0], np.float32)
+    w = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    ours, theirs = _spsp_program(jg, va, vb, w), _spsp_program(torch, va, vb, w)
+    assert ours[0] == theirs[0]
+    dense = jax.jit(jax.grad(lambda a, b: ((jnp.zeros((2, 3)).at[(0, 1, 1, 0), (2, 0, 2, 2)].add(a)
+                                    @ jnp.zeros((3, 2)).at[(0, 2, 2, 1), (1, 0, 1, 1)].add(b)) * w).sum(), (0, 1)))
+    for mine, torch_grad, ref in zip(ours[1:], theirs[1:], dense(va, vb)):
+        np.testing.assert_allclose(mine, torch_grad, rtol=1e-6)
+        np.testing.assert_allclose(mine, ref, rtol=1e-6)
+    cancel = [lib.sparse.mm(lib.sparse_coo_tensor([[0, 0], [0, 1]], [1.0, 1.0], (2, 2)),
+                            lib.sparse_coo_tensor([[0, 1], [0, 0]], [1.0, -1.0], (2, 2))) for lib in (jg, torch)]
+    assert repr(cancel[0]) == repr(cancel[1]).replace("torch.", "jgrad.")  # a sum that cancels stays an entry
+    leaf_t = torch.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [1.0, 2.0, 3.0], (2, 3), requires_grad=True)
+    leaf = jg.sparse_coo_tensor([[0, 1, 1], [2, 0, 2]], [1.0, 2.0, 3.0], (2, 3), requires_grad=True)
+    for lib, s in ((torch, leaf_t), (jg, leaf)):  # sparse.mm's leaf gradient: its values on its pattern
+        other = lib.sparse_coo_tensor([[0, 2], [1, 0]], [5.0, 6.0], (3, 2))
+        (lib.sparse.mm(s, other).to_dense() * lib.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(leaf.grad.to_dense().numpy(), leaf_t.grad.to_dense().numpy())
+    for bad in (lambda lib, s: lib.sparse.mm(s, lib.sparse_coo_tensor([[0], [0]], [1.0], (2, 2))),
+                lambda lib, s: s @ lib.sparse_coo_tensor([[0], [0]], [1.0], (3, 2)).double(),
+                lambda lib, s: s @ lib.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]]).to_sparse(1),
+                lambda lib, s: lib.sparse.mm(s.long(), lib.sparse_coo_tensor([[0], [0]], [1], (3, 2)))):
+        ours, theirs = (_outcome_of(lambda: bad(lib, lib.sparse_coo_tensor([[0], [0]], [1.0], (2, 3))))
+                        for lib in (jg, torch))
+        assert ours == theirs
+
+
+@pytest.mark.one_execution_mode
+@SETTINGS
+@given(st.integers(0, 2 ** 16), st.floats(0.1, 0.9), st.floats(0.1, 0.9))
+def test_sparse_sparse_matmul_on_random_patterns_is_numpys(seed, density_a, density_b):
+    """For any two patterns: the product's indices are the structural non-zeros (sorted row-major), its values
+    NumPy's product there."""
+    rng = np.random.default_rng(seed)
+    a = np.where(rng.random((3, 4)) < density_a, rng.standard_normal((3, 4)), 0).astype(np.float32)
+    b = np.where(rng.random((4, 3)) < density_b, rng.standard_normal((4, 3)), 0).astype(np.float32)
+    r = jg.sparse.mm(jg.tensor(a).to_sparse(), jg.tensor(b).to_sparse())
+    pattern = np.stack(np.nonzero((a != 0).astype(int) @ (b != 0).astype(int)))
+    assert r.is_coalesced() and r.layout == jg.sparse_coo
+    np.testing.assert_array_equal(r.indices().numpy(), pattern.reshape(2, -1))
+    np.testing.assert_allclose(r.values().numpy(), (a @ b)[tuple(pattern)], rtol=1e-5, atol=1e-6)

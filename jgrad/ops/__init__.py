@@ -56,6 +56,8 @@ from .statistics import *  # noqa: F401,F403,E402
 
 from . import sparse_coo, sparse_dispatch  # noqa: E402,F401  (issue 30: COO tensors on BCOO; their ops)
 from .sparse_coo import layout, sparse_coo, sparse_coo_tensor, strided  # noqa: E402,F401
+from . import sparse_csr as _sparse_csr  # noqa: E402  (CSR tensors on BCSR)
+from .sparse_csr import sparse_csr, sparse_csr_tensor  # noqa: E402,F401
 from .stft import istft, stft  # noqa: E402,F401  (issue 30: torch.stft / istft on jnp.fft)
 
 from . import inplace  # noqa: F401,E402  (last: in-place variants of the methods that exist by now)

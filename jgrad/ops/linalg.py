@@ -106,6 +106,14 @@ def _check_same_dtype(a, b, batched=False):
     """PyTorch's matmul kernels do not promote: mixed dtypes are an error."""
     if a.dtype is b.dtype:
         return
+    sparse = [t for t in (a, b) if getattr(t, "_sparse_call", None) is not None]  # ops.sparse_coo, ops.sparse_csr
+    if len(sparse) == 2:
+        raise RuntimeError(f"mat1 dtype {scalar_type_name(a.dtype)} does not match mat2 dtype "
+                           f"{scalar_type_name(b.dtype)}")
+    if sparse:  # PyTorch's sparse kernels name the sparse operand's type first
+        dense = b if sparse[0] is a else a
+        raise RuntimeError(f"expected scalar type {scalar_type_name(sparse[0].dtype)} but found "
+                           f"{scalar_type_name(dense.dtype)}")
     if a.ndim == 1 and b.ndim == 1:
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {scalar_type_name(a.dtype)} "
                            f"and {scalar_type_name(b.dtype)}")

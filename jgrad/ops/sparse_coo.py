@@ -16,7 +16,6 @@ Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops._registry`` and ``ops.crea
 """
 from __future__ import annotations
 
-import re
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +23,7 @@ import numpy as np
 from jax.experimental import sparse as jsparse
 
 from ..core import _dtype
+from ..core._format import _format_array
 from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
 from ._registry import tensor_method
@@ -39,14 +39,23 @@ class layout:
 
     def __init__(self, name):
         self.name = name
+        _LAYOUTS[name] = self
 
     def __repr__(self):
         return f"jgrad.{self.name}"
 
     def __reduce__(self):
-        return self.name  # unpickles as the module attribute of that name (one object per layout)
+        return _layout_named, (self.name,)  # unpickles as the same object (one per layout)
 
 
+_LAYOUTS: dict = {}
+
+
+def _layout_named(name):
+    return _LAYOUTS[name]
+
+
+layout_type = layout
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
 
@@ -188,6 +197,10 @@ class SparseCooTensor(Tensor):
         return out if dtype is None else out.to(dtype)
 
     def to_sparse(self, *args, **kwargs):
+        """This tensor; ``to_sparse(layout=sparse_csr)``: its CSR form (``ops.sparse_csr``)."""
+        layout = kwargs.get("layout", args[0] if args and isinstance(args[0], layout_type) else None)
+        if layout is not None and layout is not sparse_coo:
+            return _sparse_ops[f"to_{layout.name}"](self)
         return self
 
     # ---- what PyTorch refuses on a tensor without storage ------------------
@@ -365,7 +378,11 @@ def to_sparse(self, layout=None, blocksize=None, dense_dim=None, *, sparse_dim=N
     if isinstance(layout, int):  # to_sparse(sparse_dim), PyTorch's older signature
         sparse_dim, layout = layout, None
     if layout not in (None, sparse_coo):
-        raise RuntimeError(f"to_sparse: layout {layout} is not supported by jgrad (only sparse_coo).")
+        convert = _sparse_ops.get(f"to_{getattr(layout, 'name', None)}")  # to_sparse_csr: ops.sparse_csr
+        if convert is None:
+            raise RuntimeError(f"to_sparse: layout {layout} is not supported by jgrad (only sparse_coo and "
+                               f"sparse_csr).")
+        return convert(self)
     sdim = self.ndim - (dense_dim or 0) if sparse_dim is None else int(sparse_dim)
     if not 0 <= sdim <= self.ndim:
         raise RuntimeError(f"sparse_dim argument must be in [0, {self.ndim}] range, but {sdim} is given")
@@ -418,9 +435,9 @@ tensor_method("sparse_dim")(lambda self: 0)
 tensor_method("dense_dim")(lambda self: self.ndim)
 
 
-def _add_suffixes(text, suffixes, indent):
-    """torch._tensor_str._add_suffixes with force_newline (a sparse tensor's first suffix on a new line)."""
-    parts, last, force = [text], len(text) - text.rfind("\n") + 1, True
+def _add_suffixes(text, suffixes, indent, force=True):
+    """torch._tensor_str._add_suffixes (``force``: the first suffix on a new line, as a COO tensor's)."""
+    parts, last = [text], len(text) - text.rfind("\n") + 1
     for suffix in suffixes:
         if force or last + len(suffix) + 2 > 80:
             parts.append(",\n" + " " * indent + suffix)
@@ -431,20 +448,27 @@ def _add_suffixes(text, suffixes, indent):
     return "".join(parts) + ")"
 
 
-def _format(t):
-    """PyTorch's repr of a sparse COO tensor."""
-    def body(x, prefix):  # the parts print without their dtype (the suffix says it once)
-        text = re.sub(r",\s*dtype=[\w.]+", "", repr(x.detach()))
-        if x.numel() == 0 and "size=" not in text:
-            text = text[:-1] + f", size={tuple(x.shape)})"
-        return prefix + text.replace("\n", "\n" + " " * (7 + len(prefix)))
-    text = "tensor(" + body(t._sp_idx_t, "indices=") + ",\n       " + body(t._sp_values, "values=")
+def _part(x, prefix):
+    """One part of a sparse tensor's repr (``values=tensor([...])``), without its dtype (a suffix says it once),
+    its lines wrapped where PyTorch wraps them (at its indent: ``tensor(`` + ``prefix`` + ``tensor(``)."""
+    body = _format_array(np.asarray(x.detach().numpy()), 14 + len(prefix), x.dtype)
+    return f"{prefix}tensor({body}" + (f", size={tuple(x.shape)})" if x.numel() == 0 else ")")
+
+
+def _suffixes(t):
+    """size, nnz, dtype, layout and autograd suffixes of a sparse tensor's repr."""
     suffixes = [f"size={tuple(t.shape)}", f"nnz={t._nnz()}"]
     if t.dtype not in (_dtype.get_default_dtype(), _dtype.int64, _dtype.bool):
         suffixes.append(f"dtype={t.dtype}")
-    suffixes.append("layout=jgrad.sparse_coo")
+    suffixes.append(f"layout={t.layout}")
     if t._grad_fn is not None:
         suffixes.append(f"grad_fn=<{t._grad_fn.name()}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
-    return _add_suffixes(text, suffixes, 7)
+    return suffixes
+
+
+def _format(t):
+    """PyTorch's repr of a sparse COO tensor."""
+    text = "tensor(" + _part(t._sp_idx_t, "indices=") + ",\n       " + _part(t._sp_values, "values=")
+    return _add_suffixes(text, _suffixes(t), 7)

@@ -5,6 +5,8 @@ here (``sparse_call``). What PyTorch computes on sparse tensors runs on the BCOO
 
 - ``sparse @ dense``, ``dense @ sparse``, ``mm``, ``mv``, ``matmul``: ``bcoo_dot_general`` (a dense result;
   gradients to the dense side and to the values, ``jax.vjp`` of it), under PyTorch's node names;
+- ``sparse @ sparse`` (2-D COO): a coalesced COO result on the structural pattern, found on the host
+  (``spgemm_plan``: the pairs of entries that meet); the values are the pairs' products summed per entry;
 - ``dense + sparse`` / ``dense - sparse``: a dense result (the sparse side's ``to_dense``, as PyTorch's);
   ``sparse + dense`` is PyTorch's error; ``sparse + sparse``: sparse, indices concatenated (uncoalesced);
 - ``sparse * dense`` of one shape: sparse (the dense side gathered at the indices);
@@ -16,7 +18,7 @@ here (``sparse_call``). What PyTorch computes on sparse tensors runs on the BCOO
 Everything else raises PyTorch's ``NotImplementedError``: "Could not run 'aten::exp' with arguments from the
 'SparseCPU' backend. ...". Nothing is densified behind the user's back.
 
-Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops.sparse_coo``, ``ops.conversion``, ``ops.linalg``, ``ops.pointwise``, ``ops.reduction``
+Imports ``_dispatch``, ``_dtype``, ``_tensor``, ``ops.sparse_coo``, ``ops.creation``, ``ops.conversion``, ``ops.linalg``, ``ops.pointwise``, ``ops.reduction``
 and ``ops.shape``.
 """
 from __future__ import annotations
@@ -35,9 +37,10 @@ from .conversion import CAST, TRANSFER, _transfer
 from .linalg import BMM, LINEAR, LINEAR_NOBIAS, MATMUL_ND, MATMUL_OPS
 from .pointwise import ADD, ADD_ALPHA, MUL, SUB
 from .reduction import SUM, SUM_DIM
+from .creation import tensor
 from .sparse_coo import _sparse_ops, _GATHER, SparseCooTensor, _bcoo, _coalesced, _from_parts, _not_implemented
 
-__all__ = ["sparse_call", "sparse_mm"]
+__all__ = ["sparse_call", "sparse_mm", "spgemm_plan"]
 
 _MATMULS = set(MATMUL_OPS.values()) | {MATMUL_ND, BMM, LINEAR, LINEAR_NOBIAS}
 
@@ -122,6 +125,11 @@ def sparse_call(op, args, attrs, inplace):
 def _matmul(op, args):
     a, b = args[0], args[1]
     sa, sb = isinstance(a, SparseCooTensor), isinstance(b, SparseCooTensor)
+    if sa and sb and a.ndim == 2 and b.ndim == 2 and op in (MATMUL_OPS[(2, 2)], MATMUL_ND):
+        return _sparse_sparse(_SP_SP["MmBackward0"], a, b)
+    other = b if sa else a
+    if not isinstance(other, SparseCooTensor) and getattr(other, "_sparse_call", None) is not None:
+        raise RuntimeError(_mixed_layouts(a, b))  # COO with another sparse layout (CSR: ops.sparse_csr)
     if sa and not sb and a.ndim == 2 and a.dense_dim() == 0 and b.ndim in (1, 2) and op is not LINEAR_NOBIAS:
         return call(_SP_DENSE["MvBackward0" if b.ndim == 1 else "MmBackward0"], a._sp_values, a._sp_idx_t, b,
                     shape=tuple(a.shape))
@@ -131,17 +139,84 @@ def _matmul(op, args):
 
 
 def sparse_mm(mat1, mat2):
-    """``torch.sparse.mm`` of a sparse ``mat1`` and a dense ``mat2``: ``SparseAddmmBackward0``."""
+    """``torch.sparse.mm`` of a sparse ``mat1`` and a dense ``mat2``: ``SparseAddmmBackward0``; of two COO
+    matrices: ``SparseSparseMatmulBackward0`` (a COO result)."""
+    if isinstance(mat1, SparseCooTensor) and isinstance(mat2, SparseCooTensor) and mat1.ndim == mat2.ndim == 2:
+        return _sparse_sparse(_SP_SP["SparseSparseMatmulBackward0"], mat1, mat2)
     if isinstance(mat1, SparseCooTensor) and not isinstance(mat2, SparseCooTensor) and mat1.dense_dim() == 0 \
             and mat2.ndim == 2:
         if mat1.shape[1] != mat2.shape[0]:
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
                                f"{mat2.shape[0]}x{mat2.shape[1]})")
         if mat1.dtype is not mat2.dtype:
-            raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: {mat1.dtype} != "
-                               f"{mat2.dtype}")
+            raise RuntimeError(f"expected scalar type {_scalar_name(mat1.dtype)} but found {_scalar_name(mat2.dtype)}")
         return call(_SP_DENSE["SparseAddmmBackward0"], mat1._sp_values, mat1._sp_idx_t, mat2, shape=tuple(mat1.shape))
     return mat1 @ mat2
+
+
+def _spsp(va, vb, pa, pb, slot, *, n):
+    return jax.ops.segment_sum(va[pa] * vb[pb], slot, num_segments=n)
+
+
+def _spsp_bwd(ctx, g):
+    """d(A @ B) to A's values: each product's g times its B value, summed into its A entry (and the same to B)."""
+    va, vb, pa, pb, slot = ctx.saved
+    need_a, need_b = ctx.needs_input_grad[:2]
+    gs = g[slot]
+    return (jnp.zeros_like(va).at[pa].add(gs * vb[pb]) if need_a else None,
+            jnp.zeros_like(vb).at[pb].add(gs * va[pa]) if need_b else None, None, None, None)
+
+
+_SP_SP = {n: Op(n, _spsp, _spsp_bwd, save=(0, 1, 2, 3, 4), edge_args=(0, 1))
+          for n in ("MmBackward0", "SparseSparseMatmulBackward0")}
+_SP_SP["SparseSparseMatmulBackward0"]._kernels = _SP_SP["MmBackward0"]._kernels
+_SP_SP["SparseSparseMatmulBackward0"]._bwd_kernels = _SP_SP["MmBackward0"]._bwd_kernels
+
+
+def spgemm_plan(ia, ib, n):
+    """Which entries of A (indices ``ia``, 2 x nnz_a) meet which of B (``ib``) in A @ B (B with ``n`` columns):
+    the pairs (``pa``, ``pb``), each pair's output entry ``slot``, and the output's sorted indices (2 x nnz).
+    The output's pattern is structural (a sum that cancels stays an entry), as PyTorch's."""
+    order = np.argsort(ib[0], kind="stable")
+    rows_b = ib[0][order]
+    start, end = np.searchsorted(rows_b, ia[1], "left"), np.searchsorted(rows_b, ia[1], "right")
+    cnt = end - start
+    pa = np.repeat(np.arange(ia.shape[1]), cnt)
+    offsets = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    pb = order[np.repeat(start, cnt) + offsets]
+    lin = ia[0][pa] * n + ib[1][pb]
+    uniq, slot = np.unique(lin, return_inverse=True)
+    return pa, pb, slot.reshape(-1), np.stack([uniq // n, uniq % n]).astype(np.int64).reshape(2, -1)
+
+
+def _sparse_sparse(op, a, b):
+    """COO @ COO: a coalesced COO result. The pattern is found on the host (nnz is data); the values are one
+    gather, product and segment sum over the pairs that meet (``bcoo_spdot_general`` would materialize all
+    nnz_a * nnz_b pairs)."""
+    if a.dense_dim() or b.dense_dim():
+        raise RuntimeError(f"sparse_sparse_matmul_cpu: scalar values expected, got {max(a.dense_dim(), b.dense_dim())}"
+                           f"D values")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+                           f"{b.shape[0]}x{b.shape[1]})")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"mat1 dtype {_scalar_name(a.dtype)} does not match mat2 dtype {_scalar_name(b.dtype)}")
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise NotImplementedError(f'"sparse_matmul" not implemented for \'{_scalar_name(a.dtype)}\'')
+    pa, pb, slot, idx = spgemm_plan(a._sp_idx, b._sp_idx, int(b.shape[1]))
+    dev = a._sp_values.device
+    vals = call(op, a._sp_values, b._sp_values, tensor(pa, device=dev), tensor(pb, device=dev),
+                tensor(slot, device=dev), n=int(idx.shape[1]))
+    return _from_parts(vals, idx, (a.shape[0], b.shape[1]), True)
+
+
+_scalar_name = _dtype.scalar_name  # PyTorch's scalar-type names ("Float", "Long")
+
+
+def _mixed_layouts(a, b):
+    name = {"sparse_coo": "Sparse", "sparse_csr": "SparseCsr"}
+    la, lb = (name.get(t.layout.name, "Strided") for t in (a, b))
+    return f"addmm: computation on CPU is not implemented for {la} + {la} @ {lb}"
 
 
 def _add(op, args, attrs):
