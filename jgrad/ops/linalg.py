@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import _dtype
+from ..runtime import _dispatch
 from ..runtime._dispatch import Op, call, clear_kernel_caches
 from ..core._tensor import Tensor
 from ._registry import broadcast_shapes, expect_tensor, scalar_type_name, tensor_method
@@ -102,6 +103,13 @@ _CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "
               "complex128": "c10::complex<double>"}
 
 
+def _autocast(op, *args):
+    """The arguments as an open autocast region casts them for ``op``: PyTorch casts before its kernels check
+    their dtypes, so ``linear(bf16, f32)`` inside ``autocast`` is fine."""
+    hook = _dispatch.autocast_hook[0]
+    return args if hook is None else hook(op, args)
+
+
 def _check_same_dtype(a, b, batched=False):
     """PyTorch's matmul kernels do not promote: mixed dtypes are an error."""
     if a.dtype is b.dtype:
@@ -155,8 +163,10 @@ def matmul(input, other):
         expect_tensor(input, "matmul")
     if not isinstance(other, Tensor):
         expect_tensor(other, "matmul", "other", pos=None)
+    op = MATMUL_OPS.get((input.ndim, other.ndim), MATMUL_ND)
+    input, other = _autocast(op, input, other)
     _check_matmul(input, other)
-    return call(MATMUL_OPS.get((input.ndim, other.ndim), MATMUL_ND), input, other)
+    return call(op, input, other)
 
 
 def _matmul_operator(self, other):
@@ -187,6 +197,7 @@ def bmm(input, mat2):
     if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{input.shape[0]}, "
                            f"{input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    input, mat2 = _autocast(BMM, input, mat2)
     _check_same_dtype(input, mat2, batched=True)
     return call(BMM, input, mat2)
 
@@ -196,6 +207,7 @@ def linear(input, weight, bias=None):
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_prod(input.shape[:-1])}x{input.shape[-1]} "
                            f"and {weight.shape[-1]}x{weight.shape[0]})")
+    input, weight, bias = _autocast(LINEAR if bias is not None else LINEAR_NOBIAS, input, weight, bias)
     _check_same_dtype(input, weight)
     if bias is not None and bias.dtype is not input.dtype:
         raise RuntimeError(f"self and mat2 must have the same dtype, but got {scalar_type_name(bias.dtype)} and "
