@@ -6,14 +6,16 @@ tracer flow through jgrad's ops unchanged: calling a jgrad function on tensors t
 and wraps the arrays it returns as tensors again. Nesting works because a transformed function is itself
 a jgrad function of tensors (that wrap the outer transform's tracers).
 
-``run`` traces a transform on every call and compiles it once per traced structure: closed-over tensors
-become arguments of the executable (never baked-in constants), and the ops run as one XLA executable.
+``run`` traces a transform and compiles it once per traced structure: closed-over tensors become
+arguments of the executable (never baked-in constants), and the ops run as one XLA executable. A call
+that matches an earlier one reuses its trace (``_trace_cache``), with each of those tensors read again.
 While a transform traces (``transform_scope``), the door runs eagerly (a tracer is never recorded into an
 "auto"-mode segment), 64-bit types are on as for every kernel, a backward pass inside the function runs
 on the calling thread (JAX's tracing state is per thread), and random draws advance the generator's
 concrete state (``advance_outside_trace``), never a traced one.
 
-Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random`` and ``autograd`` (grad mode): the library layer
+Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random``, ``autograd`` (grad mode), ``_trace_log`` and
+``_trace_cache``: the library layer
 (docs/design.md, "The house"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
 the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
 """
@@ -132,11 +134,12 @@ def run(fn, *args, cache=None, boxes=()):
     consts = list(closed.consts)
     out_tree = jax.tree_util.tree_structure(out_shape)
     if key is not None:
-        sources = None if rec.impure is not None else _trace_cache.sources_of(rec, consts, cache)
+        kept = list(consts)  # what the entry keeps: the arrays it re-reads are dropped from it
+        sources = None if rec.impure is not None else _trace_cache.sources_of(rec, kept, cache)
         if sources is None:
             _trace_cache._stats["uncached"] += 1
         else:
-            _trace_cache.store(key, _trace_cache.Entry(exe, consts, sources, out_tree,
+            _trace_cache.store(key, _trace_cache.Entry(exe, kept, sources, out_tree,
                                                        [_snapshot(b) for b in boxes], cache.refs))
     return jax.tree_util.tree_unflatten(out_tree, exe(consts, flat))
 

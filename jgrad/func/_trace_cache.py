@@ -45,7 +45,7 @@ __all__ = ["call_key", "clear_trace_cache", "trace_cache_info", "MAX_TRACES"]
 #: entry key -> _Entry (least recently used first)
 TRACES: collections.OrderedDict = collections.OrderedDict()
 MAX_TRACES = 256
-_BUDGET = 4000          # objects one key may visit before the call is left uncached
+_BUDGET = 20000         # objects one key may visit before the call is left uncached
 _GLOBAL_DEPTH = 3       # functions named by globals are walked this deep
 _NUMPY_BYTES = 4096     # NumPy arrays up to this size are keyed by value
 _stats = {"traces": 0, "hits": 0, "uncached": 0}
@@ -94,11 +94,9 @@ def _fp(w, x, depth):
     if t in _BY_VALUE:
         return t, x
     if isinstance(x, Tensor):
-        if isinstance(x._data, jax.core.Tracer):
-            raise Uncacheable
         w.ref(x)
         w.tensors.add(id(x))
-        return "T", id(x), t, tuple(x.shape), x.dtype, x._req
+        return "T", id(x), t, _aval(x), x._req
     i = id(x)
     if i in w.seen:
         return "cycle", i
@@ -108,6 +106,8 @@ def _fp(w, x, depth):
         w.seen.discard(i)
         return r
     if isinstance(x, dict):
+        if not x:
+            return t, ()
         w.seen.add(i)
         r = t, tuple([(_fp(w, k, depth), _fp(w, v, depth)) for k, v in x.items()])
         w.seen.discard(i)
@@ -208,7 +208,7 @@ def call_key(tag, statics, func, args, kwargs=None):
                 if d is None or not isinstance(d, jax.Array):
                     x._value  # a view made stale, a pending value: its array now, read afresh by the trace
                 first = positions.setdefault(id(x), n)
-                sig.append((type(x), tuple(x.shape), x.dtype, x._device, x._req, first))
+                sig.append((type(x), _aval(x), x._device, x._req, first))
             else:
                 sig.append(_fp(w, x, 0))
         key = (tag, fk, treedef, tuple(sig), _modes())
@@ -217,6 +217,16 @@ def call_key(tag, statics, func, args, kwargs=None):
         _stats["uncached"] += 1
         return None
     return CallKey(key, w.refs, leaves, positions, w.tensors)
+
+
+def _aval(x):
+    """A tensor's shape and dtype (its array's, read without the tensor's properties: this runs per call)."""
+    d = x._data
+    if isinstance(d, jax.Array):
+        if isinstance(d, jax.core.Tracer):
+            raise Uncacheable
+        return d.shape, d.dtype
+    return tuple(x.shape), x.dtype
 
 
 def _is_tensor(x):
@@ -287,18 +297,26 @@ def sources_of(rec, consts, ck):
         except TypeError:
             return None
         out.append((j, pos, ref, (a.shape, a.dtype)))
+    for j, pos, ref, _ in out:
+        if pos is not None or ref is not None and id(ref()) in ck.tensors:
+            consts[j] = None  # always re-read (an argument, or a tensor the key holds): the entry keeps no copy
     return out
 
 
 def lookup(key):
     e = TRACES.get(key)
     if e is not None:
-        TRACES.move_to_end(key)
+        try:
+            TRACES.move_to_end(key)
+        except KeyError:  # another thread dropped it meanwhile
+            pass
     return e
 
 
 def store(key, entry):
     TRACES[key] = entry
-    TRACES.move_to_end(key)
     while len(TRACES) > MAX_TRACES:
-        TRACES.popitem(last=False)
+        try:
+            TRACES.popitem(last=False)
+        except KeyError:
+            break
