@@ -124,6 +124,23 @@ def test_cached_calls_match_jax_and_see_every_change():
         close(g2(r3, r1), r1.numpy())
         close(g2(r3, r3), r3.numpy())
     assert (c.traces, c.hits) == (2, 2)
+    # a closure view (its base written in place), aux outputs and vjp's pullback, served by the cache
+    tail = b[1:]
+    gv = F.grad_and_value(lambda a: ((a[:2] * tail).sum(), {"t": a * 2, "k": "aux"}), has_aux=True)
+    pull_of = lambda a: F.vjp(lambda q: q.sin() * tail, a)  # noqa: E731
+    with Calls() as c:
+        for r in (r0, r1):  # the second call reads the view after a write to its base
+            g, (val, aux) = gv(r)
+            close(g, np.concatenate([b.numpy()[1:], [0.0, 0.0]]))
+            close(val, (r.numpy()[:2] * b.numpy()[1:]).sum())
+            close(aux["t"], 2 * r.numpy())
+            assert aux["k"] == "aux"
+            out, pull = pull_of(r[:2])
+            close(out, np.sin(r.numpy()[:2]) * b.numpy()[1:])
+            close(pull(jg.ones(2))[0], np.cos(r.numpy()[:2]) * b.numpy()[1:])
+            with jg.no_grad():
+                b.add_(1.0)
+    assert (c.traces, c.hits) == (3, 3)  # grad_and_value, vjp and its pullback
     F.clear_trace_cache()
     assert F.trace_cache_info()["size"] == 0
     with Calls() as c:

@@ -188,13 +188,21 @@ def vjp(func, *primals, has_aux=False):
                                    f"a shape of {list(o.shape)}.")
             cts.append(a.astype(o.dtype))
         with transform_scope():
-            gs = run(lambda pb, c: pb(c), pullback, cts)
+            gs = run(_apply, pullback, cts, cache=_trace_cache.PURE)
         return tuple(_rebuild_tree(g, dv) for g, dv in zip(gs, devs))
 
     outs = jax.tree_util.tree_unflatten(out_tree, [wrap(a, dev) for a in out])
     if has_aux:
         return outs, vjp_fn, aux_box.unpack(aux, dev)
     return outs, vjp_fn
+
+
+def _apply(f, x):
+    return f(x)
+
+
+def _apply_star(f, xs):
+    return f(*xs)
 
 
 def _jvp_inputs(primals, tangents, what):
@@ -263,7 +271,7 @@ def linearize(func, *primals):
     def jvp_fn(*tangents):
         ts, _ = _diff_args(tangents, tuple(range(len(tangents))))
         with transform_scope():
-            tan = run(lambda f, t: f(*t), lin, ts)
+            tan = run(_apply_star, lin, ts, cache=_trace_cache.PURE)
         return jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in tan])
 
     return jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in out]), jvp_fn

@@ -13,7 +13,8 @@ is the same (``call_key``):
   attributes (a module's ``training`` flags, parameters, buffers, submodules and hooks);
 - the arguments' tree structure, each tensor's type, shape, dtype, device and ``requires_grad``, which
   arguments are the same tensor, and the other leaves by value as above;
-- grad mode, inference mode, JAX's x64 flag, jgrad's default dtype and device, the execution mode.
+- grad mode, inference mode, JAX's x64 flag, jgrad's default dtype and device, the execution mode and the
+  float32 matmul precision (inside an autocast region or a dual level a call is not cached).
 
 Anything it cannot key (a tracer, a large NumPy array, a walk of more than ``_BUDGET`` objects) makes the
 call uncached: it is traced as before. The arrays of tensors the function read (its jaxpr's constants) are
@@ -21,7 +22,8 @@ re-read on every cached call (``jgrad.runtime._trace_log`` records which tensor 
 in-place update between calls is seen; a trace that drew random numbers, ran a module hook, read a value on
 the host or wrote into a tensor it did not make is never cached. docs/functional.md states the rule.
 
-Imports ``_tensor``, grad mode, ``_dtype`` and ``_segment`` (the modes a trace depends on): the library layer.
+Imports ``_tensor``, grad mode, ``_dtype``, ``_segment``, ``_dispatch`` and ``ops.linalg`` (the modes a trace
+depends on): the library layer.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ from ..core._device import get_default_device
 from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _state
 from ..core._recorder import Buffer
-from ..runtime import _segment, _trace_log
+from ..runtime import _dispatch, _segment, _trace_log
+from ..ops import linalg as _linalg
 
 __all__ = ["call_key", "clear_trace_cache", "trace_cache_info", "MAX_TRACES"]
 
@@ -178,8 +181,12 @@ def _global_names(code):
 
 
 def _modes():
+    """The global state a trace depends on; an autocast region or a dual level (whose rules rewrite every op)
+    leaves the call uncached."""
+    if _dispatch.autocast_hook[0] is not None or _dispatch.forward_ad_hook is not None:
+        raise Uncacheable
     return (_state.grad_enabled, getattr(_state, "inference", False), bool(jax.config.jax_enable_x64),
-            _dtype.get_default_dtype(), get_default_device(), _segment.auto[0])
+            _dtype.get_default_dtype(), get_default_device(), _segment.auto[0], _linalg._precision[0])
 
 
 class CallKey:
@@ -189,6 +196,11 @@ class CallKey:
 
     def __init__(self, key, refs, leaves, positions, tensors):
         self.key, self.refs, self.leaves, self.positions, self.tensors = key, refs, leaves, positions, tensors
+
+
+#: The key of a pure JAX function of its arguments (a vjp's pullback, a linearized function): what it computes
+#: is in the arguments' tree structure (the function a ``jax.tree_util.Partial`` holds), so that is the key.
+PURE = CallKey(("pure",), (), (), {}, frozenset())
 
 
 def call_key(tag, statics, func, args, kwargs=None):
@@ -202,11 +214,8 @@ def call_key(tag, statics, func, args, kwargs=None):
         positions = {}
         for n, x in enumerate(leaves):
             if isinstance(x, Tensor):
-                d = x._data
-                if isinstance(d, jax.core.Tracer):  # inside another transform: it compiles the whole
+                if isinstance(x._data, jax.core.Tracer):  # inside another transform: it compiles the whole
                     return None
-                if d is None or not isinstance(d, jax.Array):
-                    x._value  # a view made stale, a pending value: its array now, read afresh by the trace
                 first = positions.setdefault(id(x), n)
                 sig.append((type(x), _aval(x), x._device, x._req, first))
             else:
@@ -222,11 +231,11 @@ def call_key(tag, statics, func, args, kwargs=None):
 def _aval(x):
     """A tensor's shape and dtype (its array's, read without the tensor's properties: this runs per call)."""
     d = x._data
-    if isinstance(d, jax.Array):
-        if isinstance(d, jax.core.Tracer):
-            raise Uncacheable
-        return d.shape, d.dtype
-    return tuple(x.shape), x.dtype
+    if d is None or type(d) is Buffer:  # a view not read yet (or made stale), a pending value: read it now, so
+        d = x._value                   # that the trace finds its array rather than regenerating it as a tracer
+    if isinstance(d, jax.core.Tracer):
+        raise Uncacheable
+    return d.shape, d.dtype
 
 
 def _is_tensor(x):
