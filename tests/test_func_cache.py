@@ -141,6 +141,14 @@ def test_cached_calls_match_jax_and_see_every_change():
             with jg.no_grad():
                 b.add_(1.0)
     assert (c.traces, c.hits) == (3, 3)  # grad_and_value, vjp and its pullback
+    # tensors the function makes from the closure's: a detached alias, a slice, a constant (stays constant)
+    inner = F.grad(lambda a: (a * w.detach()[0] * w[1:2, 0] * jg.tensor([1.0, 2.0, 3.0])).sum())
+    with Calls() as c:
+        for _ in range(2):
+            close(inner(b), w.numpy()[0] * w.numpy()[1, 0] * np.array([1.0, 2.0, 3.0]))
+            with jg.no_grad():
+                w.mul_(-1.5)
+    assert (c.traces, c.hits) == (1, 1)
     F.clear_trace_cache()
     assert F.trace_cache_info()["size"] == 0
     with Calls() as c:
@@ -167,6 +175,20 @@ def test_modules_and_what_is_never_cached():
         m[0].weight = jg.nn.Parameter(jg.randn(4, 3))  # a rebound parameter
         close(per(x), ref())
     assert (c.traces, c.hits) == (2, 2)
+    # a module's training flag read by its forward (no randomness): each mode its own trace
+    class Scale(jg.nn.Module):
+        def forward(self, a):
+            return a * (2.0 if self.training else 3.0)
+
+    sc = Scale()
+    gs = F.grad(lambda a: sc(a).sum())
+    with Calls() as c:
+        close(gs(x), np.full((6, 3), 2.0))
+        sc.eval()
+        close(gs(x), np.full((6, 3), 3.0))
+        sc.train()
+        close(gs(x), np.full((6, 3), 2.0))
+    assert (c.traces, c.hits) == (2, 1)
     # training mode: dropout draws inside vmap ('different'): new values on every call, never cached
     m.train()
     with Calls() as c:

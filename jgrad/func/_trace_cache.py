@@ -76,7 +76,7 @@ class _Walk:
         self.refs = []        # what the key names by identity: weakrefs, or the objects themselves
         self.budget = _BUDGET
         self.seen = set()     # ids of containers and functions on the current path (cycles)
-        self.tensors = set()  # ids of the tensors the function can reach (closure, globals, attributes)
+        self.tensors = {}     # id -> the tensors the function can reach (closure, globals, attributes)
 
     def ref(self, x):
         try:
@@ -98,7 +98,7 @@ def _fp(w, x, depth):
         return t, x
     if isinstance(x, Tensor):
         w.ref(x)
-        w.tensors.add(id(x))
+        w.tensors[id(x)] = x
         return "T", id(x), t, _aval(x), x._req
     i = id(x)
     if i in w.seen:
@@ -200,7 +200,7 @@ class CallKey:
 
 #: The key of a pure JAX function of its arguments (a vjp's pullback, a linearized function): what it computes
 #: is in the arguments' tree structure (the function a ``jax.tree_util.Partial`` holds), so that is the key.
-PURE = CallKey(("pure",), (), (), {}, frozenset())
+PURE = CallKey(("pure",), (), (), {}, {})
 
 
 def call_key(tag, statics, func, args, kwargs=None):
@@ -222,7 +222,7 @@ def call_key(tag, statics, func, args, kwargs=None):
                 sig.append(_fp(w, x, 0))
         key = (tag, fk, treedef, tuple(sig), _modes())
         hash(key)
-    except (Uncacheable, TypeError):
+    except Exception:  # noqa: BLE001 - Uncacheable, an unhashable value, an object that refuses to be walked
         _stats["uncached"] += 1
         return None
     return CallKey(key, w.refs, leaves, positions, w.tensors)
@@ -262,8 +262,8 @@ class Entry:
         done = {}
         for j, pos, ref, aval in self.sources:
             t = ck.leaves[pos] if pos is not None else ref()
-            if t is None:  # a tensor the trace made and dropped: its array stays the constant
-                continue
+            if t is None:  # gone (a tensor reached other than through the key): trace again
+                return None
             a = _array_now(t)
             if a is None or (a.shape, a.dtype) != aval:
                 return None
@@ -287,10 +287,17 @@ def _array_now(t):
 
 def sources_of(rec, consts, ck):
     """For each constant that is a tensor's array the trace read: (index, the argument's leaf position or None,
-    a weak reference to the tensor, its aval); None when the trace cannot be cached (a read array that is not a
-    constant: its value was used on the host; a tensor written while tracing; an argument also in the closure)."""
+    a weak reference to the tensor, its aval). None when the trace cannot be cached: a read array that is not a
+    constant (its value was used on the host), a tensor written while tracing, an argument also in the closure,
+    or a tensor gone since whose storage is still another's and does not hold that array.
+
+    A tensor gone by now was a temporary of the trace: made from a concrete array (``jg.tensor([1., 2.])``), its
+    array stays a constant; one that shared storage (``w.detach()``) is read through the storage's root."""
     where = {id(c): j for j, c in enumerate(consts)}
-    out, seen = [], set()
+    # a storage's hidden root (what reading a view of a closure tensor reads) is read through that tensor
+    roots = {id(x._alias.storage.root): x for x in ck.tensors.values()
+             if x._alias is not None and x._alias.storage.root._data is x._data}
+    out, later, seen = [], [], set()
     for t, a in rec.reads:
         j = where.get(id(a))
         if j is None or t._data is not a:
@@ -298,17 +305,46 @@ def sources_of(rec, consts, ck):
         if (id(t), j) in seen:
             continue
         seen.add((id(t), j))
+        aval = (a.shape, a.dtype)
         pos = ck.positions.get(id(t))
-        if pos is not None and id(t) in ck.tensors:
-            return None
-        try:
-            ref = None if pos is not None else weakref.ref(t)
-        except TypeError:
-            return None
-        out.append((j, pos, ref, (a.shape, a.dtype)))
+        if pos is not None:
+            if id(t) in ck.tensors:
+                return None
+            out.append((j, pos, None, aval))
+            continue
+        owner = roots.get(id(t))
+        if owner is not None:
+            out.append((j, None, weakref.ref(owner), aval))
+            continue
+        later.append((j, weakref.ref(t), aval, _sharers(t, a)))
+    rec.reads.clear()  # the temporaries die here
+    t = a = None
+    for j, ref, aval, sharers in later:
+        if ref() is not None:
+            out.append((j, None, ref, aval))
+        elif sharers is None:  # a temporary made from a concrete array: it stays a constant
+            continue
+        else:  # a temporary sharing storage (w.detach()): read the array through a member that outlives it
+            alive = next((r for r in sharers if r() is not None), None)
+            if alive is None:
+                return None
+            out.append((j, None, alive, aval))
     for j, pos, ref, _ in out:
-        if pos is not None or ref is not None and id(ref()) in ck.tensors:
+        if pos is not None or id(ref()) in ck.tensors:
             consts[j] = None  # always re-read (an argument, or a tensor the key holds): the entry keeps no copy
+    return out
+
+
+def _sharers(t, a):
+    """For a tensor that shares storage: weak references to the other members (and the storage's root) that
+    hold the same array ``a`` now; None for a tensor with storage of its own."""
+    al = t._alias
+    if al is None:
+        return None
+    st = al.storage
+    out = [r for r in st.members if r() is not None and r() is not t and r()._data is a]
+    if st.root._data is a:
+        out.append(weakref.ref(st.root))
     return out
 
 
