@@ -5,7 +5,7 @@ trace gives), and counts traces through ``jgrad.func.trace_cache_info()``: a cal
 not a trace. What must be seen on the next call: a closure tensor updated in place (directly or through a
 view), a rebound closure variable, a rebound global, a module's rebound parameter and its ``training`` flag,
 new argument tensors (differentiated or not) and a new input shape. What must never be cached: a trace that
-drew random numbers, read a value on the host or ran a module hook.
+drew random numbers, read a value on the host, ran a module hook or a backward pass.
 """
 import jax
 import jax.numpy as jnp
@@ -202,6 +202,17 @@ def test_modules_and_what_is_never_cached():
         n.fill_(5.0)
         close(g(x), np.full((6, 3), 5.0))
     assert (c.traces, c.hits) == (2, 0)
+    # a backward pass inside the trace (is_grads_batched runs the engine under vmap): it runs on every call
+    xg = jg.randn(3, requires_grad=True)
+    y = (xg * xg).sum()
+    hooked = []
+    xg.register_hook(lambda grad: hooked.append(1))
+    go = jg.ones(2)
+    with Calls() as c:
+        for _ in range(2):
+            gb = jg.autograd.grad(y, xg, go, retain_graph=True, is_grads_batched=True)[0]
+            close(gb, np.broadcast_to(2 * xg.detach().numpy(), (2, 3)))
+    assert c.hits == 0 and len(hooked) == 2
     m.eval()
     seen = []
     h = m[0].register_forward_hook(lambda mod, i, o: seen.append(1))

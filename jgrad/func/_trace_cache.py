@@ -20,7 +20,8 @@ Anything it cannot key (a tracer, a large NumPy array, a walk of more than ``_BU
 call uncached: it is traced as before. The arrays of tensors the function read (its jaxpr's constants) are
 re-read on every cached call (``jgrad.runtime._trace_log`` records which tensor each came from), so an
 in-place update between calls is seen; a trace that drew random numbers, ran a module hook, read a value on
-the host or wrote into a tensor it did not make is never cached. docs/functional.md states the rule.
+the host, ran a backward pass or wrote into a tensor it did not make is never cached. docs/functional.md
+states the rule.
 
 Imports ``_tensor``, grad mode, ``_dtype``, ``_segment``, ``_dispatch`` and ``ops.linalg`` (the modes a trace
 depends on): the library layer.

@@ -5,10 +5,11 @@ While a transform traces a function at the top level, a ``Recorder`` is active o
 (``read``): the array becomes a constant of the jaxpr, and a cached trace re-reads the tensor on the next call,
 so an in-place update between calls is seen. Whatever the cache cannot replay marks the trace ``impure``: a
 random draw on the concrete generator, a module hook, a host read (``item()``, ``bool(t)``, ``nonzero()``: the
-trace then depends on a value). Recorders nest (a transform called on concrete tensors inside another's
+trace then depends on a value), a backward pass of the engine. Recorders nest (a transform called on concrete tensors inside another's
 trace): what an inner trace read and did is also the outer one's.
 
-Imports only ``streams`` (its host-sync hooks) and jax: the runtime layer (docs/design.md, "The house").
+Imports ``streams`` (its host-sync hooks), ``autograd.engine`` (its fast paths) and jax: the runtime layer
+(docs/design.md, "The house").
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import threading
 import jax
 
 from .. import streams as _streams
+from ..autograd import engine as _engine
 
 __all__ = ["Recorder", "active", "read", "impure", "push", "pop"]
 
@@ -76,4 +78,13 @@ def _on_host_sync(what, stream):
         impure(what)
 
 
+def _on_backward(*args):
+    """First of the engine's ``fast_paths``: a backward pass while tracing (``is_grads_batched``'s vmap, a
+    ``backward()`` inside the function) frees buffers, accumulates ``.grad`` and runs hooks: never cached."""
+    if active[0]:
+        impure("a backward pass")
+    return NotImplemented
+
+
 _streams._sync_hooks.append(_on_host_sync)
+_engine.fast_paths.insert(0, _on_backward)
