@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
+import sys
+import sysconfig
 import types
 import weakref
 
@@ -87,6 +90,8 @@ class _Walk:
 
 
 _BY_VALUE = frozenset({type(None), bool, int, float, complex, str, bytes, type(Ellipsis)})
+_DICTS = (dict, collections.OrderedDict)
+_EMPTY_DICT = ("empty dict",)  # an empty dict or OrderedDict (a module's hook dicts): one key, no walk
 
 
 def _fp(w, x, depth):
@@ -95,6 +100,8 @@ def _fp(w, x, depth):
     if w.budget < 0:
         raise Uncacheable
     t = type(x)
+    if t is str or x is None:  # equal only to themselves: their own key
+        return x
     if t in _BY_VALUE:
         return t, x
     if isinstance(x, Tensor):
@@ -113,7 +120,8 @@ def _fp(w, x, depth):
         if not x:
             return t, ()
         w.seen.add(i)
-        r = t, tuple([(_fp(w, k, depth), _fp(w, v, depth)) for k, v in x.items()])
+        r = t, tuple([(k if type(k) is str else _fp(w, k, depth),
+                       _EMPTY_DICT if type(v) in _DICTS and not v else _fp(w, v, depth)) for k, v in x.items()])
         w.seen.discard(i)
         return r
     if isinstance(x, (set, frozenset)):
@@ -152,8 +160,7 @@ def _function(w, f, depth):
         cells = f.__closure__
         parts = [code, _fp(w, f.__defaults__, depth), _fp(w, f.__kwdefaults__, depth),
                  tuple([_cell(w, c, depth) for c in cells]) if cells else ()]
-        module = f.__module__ or ""
-        if depth < _GLOBAL_DEPTH and not module.startswith("jgrad"):
+        if depth < _GLOBAL_DEPTH and not _is_library(f.__module__):
             g = f.__globals__
             for name in _global_names(code):
                 if name in g:
@@ -169,6 +176,25 @@ def _cell(w, c, depth):
     except ValueError:  # an empty cell (a name not assigned yet)
         return "empty"
     return _fp(w, v, depth)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_library(module):
+    """Whether functions of ``module`` are a library's (jgrad, an installed package, the standard library):
+    their globals are not the user's state, and walking them would cost every call."""
+    if not module:
+        return False
+    if module == "jgrad" or module.startswith("jgrad."):
+        return True
+    mod = sys.modules.get(module.partition(".")[0])
+    path = getattr(mod, "__file__", None) or ""
+    if not path:
+        return module in sys.builtin_module_names
+    path = os.path.abspath(path)
+    return "site-packages" in path or "dist-packages" in path or path.startswith(_STDLIB)
+
+
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
 
 
 @functools.lru_cache(maxsize=4096)
