@@ -10,7 +10,8 @@ is the same (``call_key``):
 - values: numbers, strings, booleans, None by value; tuples, lists, dicts and small NumPy arrays by their
   contents; tensors and other objects by identity (each held weakly where it can be, and a dead one never
   matches a new one at the same address); a module or any object with a ``__dict__`` also by its
-  attributes (a module's ``training`` flags, parameters, buffers, submodules and hooks);
+  attributes (a module's ``training`` flags, parameters, buffers and submodules; a module with hooks is
+  not cached);
 - the arguments' tree structure, each tensor's type, shape, dtype, device and ``requires_grad``, which
   arguments are the same tensor, and the other leaves by value as above;
 - grad mode, inference mode, JAX's x64 flag, jgrad's default dtype and device, the execution mode and the
@@ -23,8 +24,8 @@ in-place update between calls is seen; a trace that drew random numbers, ran a m
 the host, ran a backward pass or wrote into a tensor it did not make is never cached. docs/functional.md
 states the rule.
 
-Imports ``_tensor``, grad mode, ``_dtype``, ``_segment``, ``_dispatch`` and ``ops.linalg`` (the modes a trace
-depends on): the library layer.
+Imports ``_tensor``, ``nn.Module``, grad mode, ``_dtype``, ``_segment``, ``_dispatch`` and ``ops.linalg`` (the
+modes a trace depends on): the library layer.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from ..core._device import get_default_device
 from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _state
 from ..core._recorder import Buffer
+from ..nn.module import Module
 from ..runtime import _dispatch, _segment, _trace_log
 from ..ops import linalg as _linalg
 
@@ -143,13 +145,36 @@ def _fp(w, x, depth):
     if isinstance(x, (types.ModuleType, type, jax.Array)) or not hasattr(x, "__dict__"):
         w.ref(x)  # a Python module, a class, an immutable array, or an object without attributes to walk
         return "id", t, i
-    # A module (training flags, parameters, buffers, submodules, hooks) or another object: its identity and the
-    # values of its attributes, so that a rebound attribute is seen.
+    if isinstance(x, Module):
+        return _module(w, x, t, i, depth)
+    # Another object: its identity and the values of its attributes, so that a rebound attribute is seen.
     w.ref(x)
     w.seen.add(i)
     r = "obj", t, i, _fp(w, vars(x), depth)
     w.seen.discard(i)
     return r
+
+
+_MODULE_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_MODULE_SKIP = frozenset(_MODULE_HOOKS + ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                                          "_forward_hooks_always_called", "_non_persistent_buffers_set",
+                                          "_is_full_backward_hook"))
+
+
+def _module(w, m, t, i, depth):
+    """A module: its identity, ``training`` flag, parameters, buffers, submodules and other attributes. One
+    with hooks is not cached (they run on every call), so its hook dicts are only looked at."""
+    d = vars(m)
+    for h in _MODULE_HOOKS:
+        if d.get(h):
+            raise Uncacheable
+    w.ref(m)
+    w.seen.add(i)
+    parts = [(k, v if type(v) is str or v is None else
+              _EMPTY_DICT if type(v) in _DICTS and not v else _fp(w, v, depth))
+             for k, v in d.items() if k not in _MODULE_SKIP]
+    w.seen.discard(i)
+    return "module", t, i, tuple(parts)
 
 
 def _function(w, f, depth):
