@@ -107,9 +107,7 @@ def _fp(w, x, depth):
     if t in _BY_VALUE:
         return t, x
     if isinstance(x, Tensor):
-        w.ref(x)
-        w.tensors[id(x)] = x
-        return "T", id(x), t, _aval(x), x._req
+        return _tensor(w, x)
     i = id(x)
     if i in w.seen:
         return "cycle", i
@@ -170,11 +168,34 @@ def _module(w, m, t, i, depth):
             raise Uncacheable
     w.ref(m)
     w.seen.add(i)
-    parts = [(k, v if type(v) is str or v is None else
-              _EMPTY_DICT if type(v) in _DICTS and not v else _fp(w, v, depth))
-             for k, v in d.items() if k not in _MODULE_SKIP]
+    parts = []
+    for k, v in d.items():  # the common cases inline: this runs for every module on every call
+        tv = type(v)
+        if k in _MODULE_SKIP:
+            continue
+        if tv is str or v is None:
+            parts.append((k, v))
+        elif tv is bool or tv is int:
+            parts.append((k, tv, v))
+        elif tv in _DICTS and not v:
+            parts.append((k, _EMPTY_DICT))
+        elif k == "_parameters" or k == "_buffers":
+            parts.append((k, tuple([(n, None if p is None else _tensor(w, p)) for n, p in v.items()])))
+        elif k == "_modules":
+            parts.append((k, tuple([(n, None if c is None else _fp(w, c, depth)) for n, c in v.items()])))
+        else:
+            parts.append((k, _fp(w, v, depth)))
     w.seen.discard(i)
     return "module", t, i, tuple(parts)
+
+
+def _tensor(w, x):
+    """A tensor: by identity (its array is re-read on every call), with its type, shape, dtype, requires_grad."""
+    w.budget -= 1
+    i = id(x)
+    w.refs.append(weakref.ref(x))
+    w.tensors[i] = x
+    return "T", i, type(x), _aval(x), x._req
 
 
 def _function(w, f, depth):
