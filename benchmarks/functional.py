@@ -120,51 +120,37 @@ def build_jax(ws, x_np, y_np, v_np):
 
 
 def breakdown(fn, calls=5):
-    """Where one call of a ``jgrad.func`` transform spends its time (medians over ``calls``): tracing the function
-    into a jaxpr, the jaxpr's text (the executable cache's key), and running the cached executable.
-
-    ``_functional.run`` is timed step by step through a copy of its logic, swapped in for the call."""
+    """Where one call of a ``jgrad.func`` transform spends its time (medians over ``calls``): building the trace
+    cache's key (``_trace_cache.call_key``), the rest of the call (on a cache hit: re-reading the tensors the
+    trace read and running the cached executable), and how many calls traced or reused a trace."""
     import statistics
     import time
 
-    import jax
+    from jgrad.func import _trace_cache
 
-    from jgrad import func
-    from jgrad.func import _functional, _vmap
+    parts = {"trace-cache key": [], "total": []}
+    orig = _trace_cache.call_key
 
-    parts = {"trace (make_jaxpr)": [], "cache key (str of the jaxpr)": [], "executable run": [], "total": []}
-
-    def timed_run(f, *args):
-        flat, _ = jax.tree_util.tree_flatten(args)
-        if any(isinstance(a, jax.core.Tracer) for a in flat):
-            return f(*args)
+    def timed_key(*a, **k):
         t0 = time.perf_counter()
-        closed, out_shape = jax.make_jaxpr(f, return_shape=True)(*args)
-        _functional._forget_traced_offsets()
-        t1 = time.perf_counter()
-        key = str(closed.jaxpr)
-        t2 = time.perf_counter()
-        exe = _functional._EXECUTABLES.get(key)
-        if exe is None:  # a structure not compiled yet: the real run compiles it
-            return orig(f, *args)
-        out = exe(list(closed.consts), flat)
-        jax.block_until_ready(out)
-        t3 = time.perf_counter()
-        parts["trace (make_jaxpr)"].append(t1 - t0)
-        parts["cache key (str of the jaxpr)"].append(t2 - t1)
-        parts["executable run"].append(t3 - t2)
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
+        try:
+            return orig(*a, **k)
+        finally:
+            parts["trace-cache key"].append(time.perf_counter() - t0)
 
-    orig = _functional.run
-    _vmap._run = func.run = timed_run
+    before = _trace_cache.trace_cache_info()
+    _trace_cache.call_key = timed_key
     try:
         for _ in range(calls):
             t0 = time.perf_counter()
             common.block(fn())
             parts["total"].append(time.perf_counter() - t0)
     finally:
-        _vmap._run = func.run = orig
-    return {k: statistics.median(v) for k, v in parts.items() if v}
+        _trace_cache.call_key = orig
+    after = _trace_cache.trace_cache_info()
+    out = {k: statistics.median(v) for k, v in parts.items() if v}
+    counts = {k: after[k] - before[k] for k in ("traces", "hits", "uncached")}
+    return out, counts
 
 
 def _as_np(tree):
@@ -212,7 +198,7 @@ def main(argv=None):
     titles = {"per_sample": f"Per-sample gradients, vmap(grad(loss)), batch {args.batch}",
               "hvp": "Hessian-vector product, jvp(grad(loss)) over the batch"}
     for work in ("per_sample", "hvp"):
-        variants = [common.Variant("jgrad.func", jg_runs[work], note="traced each call, one cached executable")]
+        variants = [common.Variant("jgrad.func", jg_runs[work], note="cached trace, one executable")]
         if t_runs is not None:
             import torch
 
@@ -223,10 +209,12 @@ def main(argv=None):
             variants.append(common.Variant("jax eager", jax_runs[("eager", work)], note="un-jitted"))
         res = common.compare(variants, repeat=repeat, warmup=2, batch_s=0.05)
         tables.append(common.table(titles[work], res, baselines=("torch.func", "jax.jit")))
-        parts = breakdown(jg_runs[work])
+        parts, counts = breakdown(jg_runs[work])
         print(f"\nWhere a jgrad.func call goes ({work}, medians of 5 calls): "
-              + ", ".join(f"{k} {common.fmt_time(t)}" for k, t in parts.items()))
+              + ", ".join(f"{k} {common.fmt_time(t)}" for k, t in parts.items())
+              + f"; in those calls: {counts['traces']} traces, {counts['hits']} trace-cache hits")
         tables[-1]["breakdown_s"] = parts
+        tables[-1]["trace_cache"] = counts
         by = {r.name: r.median for r in res}
         if "torch.func" in by:
             r = by["jgrad.func"] / by["torch.func"]

@@ -26,14 +26,15 @@ import numpy as np
 from ._functional import array_of, first_device, is_tensor, outputs_to_arrays, run, transform_scope, wrap
 from ..core._tensor import Tensor
 from ._vmap import check_randomness as _check_randomness, randomness_scope as _randomness_scope, vmap
-from . import _vmap
+from . import _trace_cache, _vmap
+from ._trace_cache import clear_trace_cache, trace_cache_info
 from ..runtime import _forward_ad  # noqa: F401  (autograd.forward_ad's rule in the op door)
 from .. import autograd as _autograd, ops as _ops
 from ..autograd import functional as _af
 from ..nn._functional_call import functional_call as _fc, stack_module_state as _stack_module_state
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
-           "stack_module_state", "linearize"]
+           "stack_module_state", "linearize", "clear_trace_cache", "trace_cache_info"]
 
 
 # ---- arguments --------------------------------------------------------------------------------------------------
@@ -121,7 +122,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
             return array_of(out), (aux_box.pack(aux) if has_aux else [])
 
         with transform_scope():
-            (value, aux), g = run(jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True), *trees)
+            ck = _trace_cache.call_key("grad_and_value", (argnums, has_aux), func, args, kwargs)
+            (value, aux), g = run(jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True), *trees,
+                                  cache=ck, boxes=(aux_box,))
         grads = [_rebuild_tree(gt, dv) for gt, dv in zip(g, devs)]
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = wrap(value, dev)
@@ -167,7 +170,9 @@ def vjp(func, *primals, has_aux=False):
         return arrs, (aux_box.pack(aux) if has_aux else [])
 
     with transform_scope():  # the pullback is a pytree of residual arrays: it crosses run() as data
-        out, pullback, aux = run(lambda *t: jax.vjp(jf, *t, has_aux=True), *trees)
+        ck = _trace_cache.call_key("vjp", (has_aux,), func, primals)
+        out, pullback, aux = run(lambda *t: jax.vjp(jf, *t, has_aux=True), *trees, cache=ck,
+                                 boxes=(aux_box, out_box))
     out_tree = out_box[-1]
 
     def vjp_fn(cotangents, retain_graph=True, create_graph=False):
@@ -183,13 +188,21 @@ def vjp(func, *primals, has_aux=False):
                                    f"a shape of {list(o.shape)}.")
             cts.append(a.astype(o.dtype))
         with transform_scope():
-            gs = run(lambda pb, c: pb(c), pullback, cts)
+            gs = run(_apply, pullback, cts, cache=_trace_cache.PURE)
         return tuple(_rebuild_tree(g, dv) for g, dv in zip(gs, devs))
 
     outs = jax.tree_util.tree_unflatten(out_tree, [wrap(a, dev) for a in out])
     if has_aux:
         return outs, vjp_fn, aux_box.unpack(aux, dev)
     return outs, vjp_fn
+
+
+def _apply(f, x):
+    return f(x)
+
+
+def _apply_star(f, xs):
+    return f(*xs)
 
 
 def _jvp_inputs(primals, tangents, what):
@@ -228,7 +241,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         return arrs, (aux_box.pack(aux) if has_aux else [])
 
     with transform_scope():
-        out, tan, aux = run(lambda p, t: jax.jvp(jf, p, t, has_aux=True), tuple(ptrees), tuple(ttrees))
+        ck = _trace_cache.call_key("jvp", (has_aux,), func, (tuple(primals), tuple(tangents)))
+        out, tan, aux = run(lambda p, t: jax.jvp(jf, p, t, has_aux=True), tuple(ptrees), tuple(ttrees), cache=ck,
+                            boxes=(aux_box, out_box))
     tree = out_box[-1]
     res = (jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in out]),
            jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in tan]))
@@ -249,13 +264,14 @@ def linearize(func, *primals):
         return arrs
 
     with transform_scope():
-        out, lin = run(lambda *t: jax.linearize(jf, *t), *trees)
+        ck = _trace_cache.call_key("linearize", (), func, primals)
+        out, lin = run(lambda *t: jax.linearize(jf, *t), *trees, cache=ck, boxes=(out_box,))
     tree = out_box[-1]
 
     def jvp_fn(*tangents):
         ts, _ = _diff_args(tangents, tuple(range(len(tangents))))
         with transform_scope():
-            tan = run(lambda f, t: f(*t), lin, ts)
+            tan = run(_apply_star, lin, ts, cache=_trace_cache.PURE)
         return jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in tan])
 
     return jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in out]), jvp_fn
@@ -281,7 +297,8 @@ def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
 
         kw = {"chunk_size": chunk_size} if chunk_size is not None and name == "jacrev" else {}
         with transform_scope():
-            jac, aux = run(_jac_call(jax_jac, jf, len(nums), kw), *trees)
+            ck = _trace_cache.call_key(name, (argnums, has_aux, chunk_size), func, args, kwargs)
+            jac, aux = run(_jac_call(jax_jac, jf, len(nums), kw), *trees, cache=ck, boxes=(aux_box, out_box))
         out_tree = out_box[-1]
         # jac: one entry per output leaf, each a tuple over argnums of trees of arrays
         per_out = []

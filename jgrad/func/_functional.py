@@ -6,14 +6,16 @@ tracer flow through jgrad's ops unchanged: calling a jgrad function on tensors t
 and wraps the arrays it returns as tensors again. Nesting works because a transformed function is itself
 a jgrad function of tensors (that wrap the outer transform's tracers).
 
-``run`` traces a transform on every call and compiles it once per traced structure: closed-over tensors
-become arguments of the executable (never baked-in constants), and the ops run as one XLA executable.
+``run`` traces a transform and compiles it once per traced structure: closed-over tensors become
+arguments of the executable (never baked-in constants), and the ops run as one XLA executable. A call
+that matches an earlier one reuses its trace (``_trace_cache``), with each of those tensors read again.
 While a transform traces (``transform_scope``), the door runs eagerly (a tracer is never recorded into an
 "auto"-mode segment), 64-bit types are on as for every kernel, a backward pass inside the function runs
 on the calling thread (JAX's tracing state is per thread), and random draws advance the generator's
 concrete state (``advance_outside_trace``), never a traced one.
 
-Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random`` and ``autograd`` (grad mode): the library layer
+Imports ``_tensor``, ``_recorder``, ``_dtype``, ``random``, ``autograd`` (grad mode), ``_trace_log`` and
+``_trace_cache``: the library layer
 (docs/design.md, "The house"); ``_segment`` and ``_views`` at the call. ``interop.jax.functionalize`` builds on
 the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
 """
@@ -32,7 +34,8 @@ from ..core._recorder import Buffer
 from ..core._tensor import Tensor
 from ..autograd.grad_mode import state as _state
 from ..runtime import _segment
-from ..runtime import _views
+from ..runtime import _trace_log, _views
+from . import _trace_cache
 
 __all__ = ["array_of", "wrap", "is_tensor", "first_device", "transform_scope", "run", "outputs_to_arrays"]
 
@@ -45,7 +48,9 @@ def array_of(t: Tensor):
     """``t``'s array (a tracer inside a transform); a pending value is read first."""
     d = t._data
     if d is None or type(d) is Buffer:
-        return t._value
+        d = t._value
+    if _trace_log.active[0]:  # a concrete array entering a trace: its cache re-reads the tensor (_trace_cache)
+        _trace_log.read(t, d)
     return d
 
 
@@ -62,6 +67,7 @@ def first_device(leaves, devs):
 def advance_outside_trace(gen):
     """``gen``'s next key, computed on the concrete state even while a transform traces (under ``jax.jit``
     the split would otherwise be staged and the generator would keep a tracer)."""
+    _trace_log.impure("a random draw")  # the key is baked into the trace: it is never cached
     with jax.ensure_compile_time_eval():
         return gen._advance()
 
@@ -93,31 +99,72 @@ _EXECUTABLES: collections.OrderedDict = collections.OrderedDict()
 MAX_EXECUTABLES = 256
 
 
-def run(fn, *args):
+def run(fn, *args, cache=None, boxes=()):
     """``fn(*args)`` (``fn``: a JAX transform of a traced jgrad function), compiled as one executable.
 
-    The function is traced on every call (so tensors it reads from its closure are read afresh, as
-    arguments of the executable, never baked in as constants), and compiled once per traced structure.
-    Inside another transform (an argument is a tracer) it runs as it is: the outer one compiles the whole.
+    ``cache`` (a ``_trace_cache.CallKey`` or None) keys the trace: a call that matches an earlier one reuses its
+    trace, with the arrays of the tensors it read re-read now (never stale constants); ``boxes`` (lists, or
+    objects with a ``__dict__``) hold the Python state the trace leaves behind, restored on a cached call.
+    Otherwise the function is traced, and compiled once per traced structure. Inside another transform (an
+    argument is a tracer) it runs as it is: the outer one compiles the whole.
     """
-    flat, _ = jax.tree_util.tree_flatten(args)
+    flat, in_tree = jax.tree_util.tree_flatten(args)
     if any(isinstance(a, jax.core.Tracer) for a in flat):
         return fn(*args)
+    key = None
+    if cache is not None:
+        key = (cache.key, in_tree, tuple([(a.shape, a.dtype, getattr(a, "weak_type", False)) for a in flat]))
+        entry = _trace_cache.lookup(key)
+        consts = entry.current_consts(cache) if entry is not None else None
+        if consts is not None:
+            _trace_cache._stats["hits"] += 1
+            for box, state in zip(boxes, entry.boxes):
+                _restore(box, state)
+            out = entry.exe(consts, flat)
+            return jax.tree_util.tree_unflatten(entry.out_tree, out)
+    rec = _trace_log.push()
     try:
         closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
     finally:
+        _trace_log.pop(rec)
         _forget_traced_offsets()
-    key = str(closed.jaxpr)
+    if rec.parent is None:  # the counter counts the traces a call made, not those nested in them
+        _trace_cache._stats["traces"] += 1
+    exe = _executable(closed.jaxpr)
+    consts = list(closed.consts)
+    out_tree = jax.tree_util.tree_structure(out_shape)
+    if key is not None:
+        kept = list(consts)  # what the entry keeps: the arrays it re-reads are dropped from it
+        sources = None if rec.impure is not None else _trace_cache.sources_of(rec, kept, cache)
+        if sources is None:
+            _trace_cache._stats["uncached"] += 1
+        else:
+            _trace_cache.store(key, _trace_cache.Entry(exe, kept, sources, out_tree,
+                                                       [_snapshot(b) for b in boxes], cache.refs))
+    return jax.tree_util.tree_unflatten(out_tree, exe(consts, flat))
+
+
+def _executable(jaxpr):
+    key = str(jaxpr)
     exe = _EXECUTABLES.get(key)
     if exe is None:
-        jaxpr = closed.jaxpr
         exe = _EXECUTABLES[key] = jax.jit(lambda consts, xs: jax.core.eval_jaxpr(jaxpr, consts, *xs))
         if len(_EXECUTABLES) > MAX_EXECUTABLES:
             _EXECUTABLES.popitem(last=False)
     else:
         _EXECUTABLES.move_to_end(key)
-    out = exe(list(closed.consts), flat)
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
+    return exe
+
+
+def _snapshot(box):
+    return list(box) if isinstance(box, list) else dict(vars(box))
+
+
+def _restore(box, state):
+    if isinstance(box, list):
+        box[:] = state
+    else:
+        vars(box).update(state)
 
 
 def _forget_traced_offsets():

@@ -27,6 +27,8 @@ from .. import random as _random
 from ._functional import (advance_outside_trace, array_of, first_device, is_tensor, outputs_to_arrays, run as _run,
                           transform_scope, wrap)
 from ..core._tensor import Tensor
+from ..runtime import _trace_log
+from . import _trace_cache
 from .. import ops
 
 __all__ = ["vmap"]
@@ -58,6 +60,7 @@ def randomness_scope(randomness, keys=None):
         count = [0]
 
         def hook(gen):
+            _trace_log.impure("a random draw")
             count[0] += 1
             return jax.random.key_data(jax.random.fold_in(jax.random.wrap_key_data(keys), count[0]))
     stack.append(hook)
@@ -163,13 +166,14 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         def run(keys, arrays, n):
             in_axes = (None if keys is None else 0,) + tuple(axes)
             try:
-                return _run(jax.vmap(jf, in_axes=in_axes, out_axes=out_dims, axis_size=n), keys, *arrays)
+                return _run(jax.vmap(jf, in_axes=in_axes, out_axes=out_dims, axis_size=n), keys, *arrays, cache=ck)
             except ValueError as e:
                 if "out_axes" in str(e):
                     raise ValueError(f"{what}: out_dims={out_dims} is not compatible with the outputs: {e}") from None
                 raise
 
         with transform_scope():
+            ck = _trace_cache.call_key("vmap", (in_dims, out_dims, randomness, chunk_size), func, args, kwargs)
             arrays = [array_of(leaves[i]) for i in batched]
             keys = None
             if randomness == "different":

@@ -15,7 +15,7 @@ from ..autograd.grad_mode import no_grad
 from ._state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401 (re-exported)
 from .hooks import BackwardHook, RemovableHandle
 from .parameter import Buffer, Parameter
-from ..runtime import _graphed
+from ..runtime import _graphed, _trace_log
 
 _compile = None  # jgrad.compiler.compile, installed by jgrad.compiler when it loads (the compiler sits above nn)
 
@@ -490,6 +490,8 @@ class Module(StateDictMixin):
         return result
 
     def _call_with_hooks(self, args, kwargs):
+        if _trace_log.active[0]:  # a jgrad.func trace that ran hooks is never cached (they would not run again)
+            _trace_log.impure("a module hook")
         called = set()
         result = None
         try:

@@ -25,7 +25,8 @@ import numpy as np
 import weakref
 
 from ..core import _dtype
-from . import _kernel_cache, _segment, _tape
+from . import _kernel_cache, _segment, _tape, _trace_log
+from ._trace_log import active as _tracing
 from ..core._device import get_default_device, resolve_devices
 from ..core import _tensor as _tensor_mod
 from ..core._tensor import Tensor
@@ -545,6 +546,8 @@ def _call(op, args, key, attrs, inplace, device=None):
                 mixed = True
             if a._req:
                 req = True
+            if _tracing[0]:  # a jgrad.func trace records the concrete arrays it reads (its trace cache re-reads them)
+                _trace_log.read(a, data)
             arrays.append(data)
         else:
             arrays.append(a)

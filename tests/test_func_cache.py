@@ -1,0 +1,224 @@
+"""``jgrad.func``'s trace cache: a repeated transform call reuses its trace, and is never stale.
+
+Each check compares a call against JAX's transform of the same function in jax.numpy (the values a fresh
+trace gives), and counts traces through ``jgrad.func.trace_cache_info()``: a call the cache serves adds a hit,
+not a trace. What must be seen on the next call: a closure tensor updated in place (directly or through a
+view), a rebound closure variable, a rebound global, a module's rebound parameter and its ``training`` flag,
+new argument tensors (differentiated or not) and a new input shape. What must never be cached: a trace that
+drew random numbers, read a value on the host, ran a module hook or a backward pass.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jgrad as jg
+from jgrad import func as F
+
+pytestmark = pytest.mark.one_execution_mode  # the transforms trace in eager mode whatever the mode is
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a.numpy() if isinstance(a, jg.Tensor) else a), np.asarray(b), **TOL)
+
+
+def counts():
+    info = F.trace_cache_info()
+    return info["traces"], info["hits"]
+
+
+class Calls:
+    """Counts the traces (or hits) a block of calls added."""
+
+    def __enter__(self):
+        self.start = counts()
+        return self
+
+    def __exit__(self, *exc):
+        end = counts()
+        self.traces, self.hits = end[0] - self.start[0], end[1] - self.start[1]
+
+
+SCALE = 2.0  # a global the functions below read
+
+
+def _loss_jx(w, b, x, scale):
+    return (jnp.tanh(x @ w + b) ** 2).sum() * scale
+
+
+@jax.jit
+def _per_sample_ref(w, b, xs, scale):
+    return jax.vmap(jax.grad(_loss_jx), in_axes=(None, None, 0, None))(w, b, xs, scale)
+
+
+def test_cached_calls_match_jax_and_see_every_change():
+    global SCALE
+    F.clear_trace_cache()
+    w, b = jg.randn(4, 3), jg.randn(3)
+    xs = jg.randn(5, 4)
+
+    def make(bias):
+        def loss(wp, x):
+            return ((x @ wp + bias).tanh() ** 2).sum() * SCALE
+        return F.vmap(F.grad(loss), in_dims=(None, 0))
+
+    per = make(b)
+
+    def ref(wv, bv, xv, scale=SCALE):
+        return _per_sample_ref(wv.numpy(), bv.numpy(), xv.numpy(), scale)
+
+    with Calls() as c:
+        first = per(w, xs)
+        second = per(w, xs)
+    assert (c.traces, c.hits) == (1, 1)
+    close(first, ref(w, b, xs))
+    np.testing.assert_array_equal(first.numpy(), second.numpy())
+    # a closure tensor updated in place (as an optimizer step does), and one written through a view
+    with Calls() as c:
+        with jg.no_grad():
+            b.mul_(2)
+        close(per(w, xs), ref(w, b, xs))
+        with jg.no_grad():
+            b[:2].add_(1.0)
+        close(per(w, xs), ref(w, b, xs))
+    assert (c.traces, c.hits) == (0, 2)
+    # new argument tensors, a new input shape, a new closure (the same code: one trace per structure)
+    w2, xs2, b2 = jg.randn(4, 3), jg.randn(7, 4), jg.randn(3)
+    with Calls() as c:
+        close(per(w2, xs), ref(w2, b, xs))
+        close(per(w2, xs2), ref(w2, b, xs2))
+        close(make(b)(w, xs), ref(w, b, xs))   # made again, same closure: served by the cache
+        close(make(b2)(w, xs), ref(w, b2, xs))  # another closure tensor: traced
+    assert (c.traces, c.hits) == (2, 2)
+    # a rebound global
+    try:
+        SCALE = 3.0
+        with Calls() as c:
+            close(per(w, xs), ref(w, b, xs, 3.0))
+        assert c.traces == 1
+    finally:
+        SCALE = 2.0
+    # the HVP (jvp of grad, forward over reverse) and a Jacobian, cached, against JAX's
+    v = jg.randn(4, 3)
+    hvp = lambda: F.jvp(F.grad(lambda wp: ((xs @ wp + b).tanh() ** 2).sum()), (w,), (v,))[1]  # noqa: E731
+    ref_hvp = jax.jit(lambda wp, bv, xv, t: jax.jvp(jax.grad(lambda q: _loss_jx(q, bv, xv, 1.0)), (wp,), (t,))[1])(
+        w.numpy(), b.numpy(), xs.numpy(), v.numpy())
+    jac = F.jacrev(lambda a, bb: (a.sin() * bb).cumsum(0))
+
+    def ref_jac(a, bb):  # d cumsum(sin(a) * bb)_i / d a_k = [k <= i] cos(a_k) bb_k
+        return np.tril(np.ones((4, 4))) * (np.cos(a) * bb)[None, :]
+
+    with Calls() as c:
+        close(hvp(), ref_hvp)
+        close(hvp(), ref_hvp)
+        close(jac(xs[0], xs[1]), ref_jac(xs[0].numpy(), xs[1].numpy()))
+        close(jac(xs[2], xs[3]), ref_jac(xs[2].numpy(), xs[3].numpy()))  # a non-differentiated argument too
+    assert (c.traces, c.hits) == (2, 2)
+    # the same tensor twice is another key than two tensors (each argument is read from its own position)
+    g2 = F.grad(lambda a, bb: (a * bb).sum())
+    r0, r1, r2, r3 = xs[0], xs[1], xs[2], xs[3]
+    with Calls() as c:
+        close(g2(r0, r1), r1.numpy())
+        close(g2(r2, r2), r2.numpy())
+        close(g2(r3, r1), r1.numpy())
+        close(g2(r3, r3), r3.numpy())
+    assert (c.traces, c.hits) == (2, 2)
+    # a closure view (its base written in place), aux outputs and vjp's pullback, served by the cache
+    tail = b[1:]
+    gv = F.grad_and_value(lambda a: ((a[:2] * tail).sum(), {"t": a * 2, "k": "aux"}), has_aux=True)
+    pull_of = lambda a: F.vjp(lambda q: q.sin() * tail, a)  # noqa: E731
+    with Calls() as c:
+        for r in (r0, r1):  # the second call reads the view after a write to its base
+            g, (val, aux) = gv(r)
+            close(g, np.concatenate([b.numpy()[1:], [0.0, 0.0]]))
+            close(val, (r.numpy()[:2] * b.numpy()[1:]).sum())
+            close(aux["t"], 2 * r.numpy())
+            assert aux["k"] == "aux"
+            out, pull = pull_of(r[:2])
+            close(out, np.sin(r.numpy()[:2]) * b.numpy()[1:])
+            close(pull(jg.ones(2))[0], np.cos(r.numpy()[:2]) * b.numpy()[1:])
+            with jg.no_grad():
+                b.add_(1.0)
+    assert (c.traces, c.hits) == (3, 3)  # grad_and_value, vjp and its pullback
+    # tensors the function makes from the closure's: a detached alias, a slice, a constant (stays constant)
+    inner = F.grad(lambda a: (a * w.detach()[0] * w[1:2, 0] * jg.tensor([1.0, 2.0, 3.0])).sum())
+    with Calls() as c:
+        for _ in range(2):
+            close(inner(b), w.numpy()[0] * w.numpy()[1, 0] * np.array([1.0, 2.0, 3.0]))
+            with jg.no_grad():
+                w.mul_(-1.5)
+    assert (c.traces, c.hits) == (1, 1)
+    F.clear_trace_cache()
+    assert F.trace_cache_info()["size"] == 0
+    with Calls() as c:
+        per(w, xs)
+    assert c.traces == 1
+
+
+def test_modules_and_what_is_never_cached():
+    m = jg.nn.Sequential(jg.nn.Linear(3, 4), jg.nn.Dropout(0.5), jg.nn.Linear(4, 1))
+    m.eval()
+    x = jg.randn(6, 3)
+    per = F.vmap(F.grad(lambda a: m(a[None]).sum()), randomness="different")
+
+    def ref():  # in eval mode the model is affine: every example's gradient is W2 @ W0
+        g = m[2].weight.detach().numpy() @ m[0].weight.detach().numpy()
+        return np.broadcast_to(g, (6, 3))
+
+    with Calls() as c:
+        close(per(x), ref())
+        close(per(x), ref())
+        with jg.no_grad():  # an optimizer-like step on the module's own parameters
+            m[0].weight.sub_(0.1 * jg.ones(4, 3))
+        close(per(x), ref())
+        m[0].weight = jg.nn.Parameter(jg.randn(4, 3))  # a rebound parameter
+        close(per(x), ref())
+    assert (c.traces, c.hits) == (2, 2)
+    # a module's training flag read by its forward (no randomness): each mode its own trace
+    class Scale(jg.nn.Module):
+        def forward(self, a):
+            return a * (2.0 if self.training else 3.0)
+
+    sc = Scale()
+    gs = F.grad(lambda a: sc(a).sum())
+    with Calls() as c:
+        close(gs(x), np.full((6, 3), 2.0))
+        sc.eval()
+        close(gs(x), np.full((6, 3), 3.0))
+        sc.train()
+        close(gs(x), np.full((6, 3), 2.0))
+    assert (c.traces, c.hits) == (2, 1)
+    # training mode: dropout draws inside vmap ('different'): new values on every call, never cached
+    m.train()
+    with Calls() as c:
+        a, b = per(x).numpy(), per(x).numpy()
+    assert c.traces == 2 and c.hits == 0 and not np.array_equal(a, b)
+    # a value read on the host while tracing, and a module hook: never cached
+    n = jg.tensor(2.0)
+    g = F.grad(lambda a: a.sum() * float(n))
+    with Calls() as c:
+        close(g(x), np.full((6, 3), 2.0))
+        n.fill_(5.0)
+        close(g(x), np.full((6, 3), 5.0))
+    assert (c.traces, c.hits) == (2, 0)
+    # a backward pass inside the trace (is_grads_batched runs the engine under vmap): it runs on every call
+    xg = jg.randn(3, requires_grad=True)
+    y = (xg * xg).sum()
+    hooked = []
+    xg.register_hook(lambda grad: hooked.append(1))
+    go = jg.ones(2)
+    with Calls() as c:
+        for _ in range(2):
+            gb = jg.autograd.grad(y, xg, go, retain_graph=True, is_grads_batched=True)[0]
+            close(gb, np.broadcast_to(2 * xg.detach().numpy(), (2, 3)))
+    assert c.hits == 0 and len(hooked) == 2
+    m.eval()
+    seen = []
+    h = m[0].register_forward_hook(lambda mod, i, o: seen.append(1))
+    try:
+        with Calls() as c:
+            per(x), per(x)
+        assert c.traces == 2 and len(seen) == 2
+    finally:
+        h.remove()
