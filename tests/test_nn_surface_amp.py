@@ -20,6 +20,8 @@ def _region(lib, x, w, y):
             assert not lib.is_autocast_enabled("cpu")
         assert lib.is_autocast_enabled("cpu") and lib.get_autocast_dtype("cpu") == lib.bfloat16
         outs += [F.mse_loss(h, lib.zeros(4, 3)), lib.cat([h, X[:, :3]])]  # float32 list; promote
+        # a bfloat16 input meets float32 weights: the cast comes before the dtype check, as in PyTorch
+        outs += [F.linear(h, W.t()[:3]), h @ W[:, :3], lib.bmm(h[None], W[None, :, :3])]
     loss.backward()
     return [str(o.dtype).split(".")[1] for o in outs + [loss, W.grad]], [o.float().detach().numpy() for o in outs] + [
         loss.detach().numpy(), W.grad.numpy()]

@@ -328,7 +328,14 @@ def _run(st, leaves):
     ins = [np.asarray(x, dt) if type(x) in _SCALARS else x for x, dt in zip(ins, st.in_dtypes)]
     outs = _kernel_interp.run(st.prog, ins)
     arrays = []
-    for o, aval in zip(outs, st.out_avals):
+    prog = st.prog
+    for k, (o, aval) in enumerate(zip(outs, st.out_avals)):
+        slot = prog.out_slots[k]
+        if slot in prog.in_slots:  # an input returned as it is: jax.jit forwards the same array, so do we
+            a = leaves[prog.in_slots.index(slot)]
+            if type(a) is _Array and a.committed == committed and a.dtype == aval.dtype:
+                arrays.append(a)
+                continue
         if not (o.flags.owndata and o.flags.c_contiguous):
             o = np.array(o)  # a view of an input's buffer (a reshape, a slice): the result gets its own memory
         arrays.append(_put(aval, sharding, [o], [device], committed, enable_x64=True))
