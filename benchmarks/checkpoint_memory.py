@@ -1,6 +1,7 @@
 """Peak device memory of a GPT training step with and without activation checkpointing (issue 29).
 
-    python -m benchmarks.checkpoint_memory [--device cpu|gpu] [--tiny] [--layers N] [--modes eager,auto]
+    python -m benchmarks.checkpoint_memory [--device cpu|gpu] [--tiny] [--layers N] [--modes eager,auto] [--steps N]
+                                           [--warmup N]
 
 The model is ``examples/gpt/model.py`` (nanoGPT's layout). "checkpointed" wraps every transformer block's forward
 in ``jgrad.utils.checkpoint.checkpoint(..., use_reentrant=False)``, as a PyTorch user would; the blocks'
@@ -23,7 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _child(device, tiny, layers, mode, checkpointed, steps):
+def _child(device, tiny, layers, mode, checkpointed, steps, warmup=0):
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
     import jax
@@ -68,8 +69,16 @@ def _child(device, tiny, layers, mode, checkpointed, steps):
     jg.synchronize()
     before = in_use()
     times, losses = [], []
+    from jgrad.runtime import _segment
+
+    if warmup:  # a repeated structure compiles at once (not after paying for itself op by op): the steady state
+        _segment.compile_payback = 0
     with jg.execution_mode(mode):
-        for _ in range(steps):
+        for k in range(steps + warmup):
+            if k == warmup and warmup:  # the warm-up's background compiles finish: the timed steps run compiled
+                jg.synchronize()
+                _segment.wait_compiles()
+                times.clear()
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             _, loss = model(x, y)
@@ -97,12 +106,14 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=None, help="transformer blocks (default: 12, tiny: 2)")
     p.add_argument("--modes", default="eager,auto")
     p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=0,
+                   help="steps before the measured ones, then wait for background compiles (auto's steady state)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     layers = args.layers or (2 if args.tiny else 12)
     if args.child:
         mode, ck = args.child.split(":")
-        print(json.dumps(_child(args.device, args.tiny, layers, mode, ck == "1", args.steps)))
+        print(json.dumps(_child(args.device, args.tiny, layers, mode, ck == "1", args.steps, args.warmup)))
         return
     print(f"# GPT step, peak device memory with and without checkpointed blocks ({layers} layers, "
           f"{'tiny' if args.tiny else 'GPT-2-small width'}, device {args.device})\n")
@@ -112,7 +123,7 @@ def main(argv=None):
     for mode in args.modes.split(","):
         for ck in (0, 1):
             cmd = [sys.executable, "-m", "benchmarks.checkpoint_memory", "--device", args.device, "--layers",
-                   str(layers), "--steps", str(args.steps), "--child", f"{mode}:{ck}"] + (["--tiny"] if args.tiny else [])
+                   str(layers), "--steps", str(args.steps), "--warmup", str(args.warmup), "--child", f"{mode}:{ck}"] + (["--tiny"] if args.tiny else [])
             out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if out.returncode:
                 print(f"| {mode} | {'checkpointed' if ck else 'plain'} | failed: {out.stderr.strip()[-300:]} | | | |")

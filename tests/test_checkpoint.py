@@ -236,7 +236,11 @@ def test_recomputation_behind_an_optimization_barrier_in_auto_mode(reentrant):
         run = _segment_run.runner(seg.steps, seg.n_buffers)
         text = jax.jit(lambda *ins: run(ins)).lower(*[_segment_run.spec(a) for a in seg.inputs]).as_text()
         seen.append((text.count("optimization_barrier"), text.count("call @TanhBackward0_forward(")))
+        # the barrier also takes the gradient reaching the region (so the recomputation waits for backward):
+        # x, w and y's gradient, three operands
+        barriers = [ln for ln in text.splitlines() if "optimization_barrier" in ln and "=" in ln]
         auto = (x.grad.numpy(), w.grad.numpy())
     assert seen[0][0] >= 1 and seen[0][1] == 2, seen
+    assert any(ln.split(":")[-1].count("tensor<") >= 3 for ln in barriers), barriers
     for a, b in zip(auto, eager[1:]):
         _close(a, b)

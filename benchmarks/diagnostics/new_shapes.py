@@ -182,10 +182,14 @@ def main(argv=None):
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--compare-compile", action="store_true",
                    help="also run jgrad with interpretation off (every new shape compiles at once, as before)")
+    p.add_argument("--compare-inexact", action="store_true",
+                   help="also run jgrad with NumPy's float sums and transcendentals interpreted (interpret_inexact)")
     args = p.parse_args(argv)
     import jgrad as jg
     from jgrad.runtime import _kernel_cache
     libs = [("jgrad " + args.mode, jg)]
+    if args.compare_inexact:
+        libs.append(("jgrad inexact", "inexact"))
     if args.compare_compile:
         libs.append(("jgrad compile", "compile"))
     if not args.no_torch:
@@ -203,13 +207,15 @@ def main(argv=None):
         for group in args.only.split(","):
             for label, make, sizes in CASES[group]:
                 for k, (lib_name, T) in enumerate(libs):
-                    saved = _kernel_cache.interpret_max_elements
+                    saved = _kernel_cache.interpret_max_elements, _kernel_cache.interpret_inexact
                     if T == "compile":
                         T, _kernel_cache.interpret_max_elements = jg, 0
+                    elif T == "inexact":
+                        T, _kernel_cache.interpret_inexact = jg, True
                     try:
-                        new, sec, rep, nc, cs = measure(T, make, [n + 100 * k for n in sizes])  # new to each
+                        new, sec, rep, nc, cs = measure(T, make, [n + 40 * k for n in sizes])  # new to each
                     finally:
-                        _kernel_cache.interpret_max_elements = saved
+                        _kernel_cache.interpret_max_elements, _kernel_cache.interpret_inexact = saved
                     if T is not jg:
                         nc, cs = 0, 0.0
                     print(f"{label:48s} {lib_name:13s} {new * 1e3:8.2f}ms {sec * 1e3:8.2f}ms {rep * 1e3:8.3f}ms "

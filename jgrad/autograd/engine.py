@@ -48,6 +48,7 @@ class _EngineTLS(threading.local):
         self.local_ready_queue = None
         self.graph_task = None
         self.current_node = None  # engine.cpp's NodeGuard (anomaly mode links parents through it)
+        self.node_inputs = ()  # the gradients the node being run received (checkpoint's recomputation waits on them)
         self.warning_buffer = None
 
 
@@ -450,11 +451,20 @@ def call_function(task, fn, inputs):
     inputs = call_tensor_pre_hooks(fn, inputs)
     if fn._pre_hooks:
         inputs = _call_pre_hooks(fn, inputs)
-    outputs = fn.apply(list(inputs) if fn._post_hooks else inputs)
+    prev, _tls.node_inputs = _tls.node_inputs, inputs
+    try:
+        outputs = fn.apply(list(inputs) if fn._post_hooks else inputs)
+    finally:
+        _tls.node_inputs = prev
     validate_outputs(fn.next_edges, outputs, lambda msg: f"Function {fn.name()} returned an {msg}")
     if fn._post_hooks:
         return _call_post_hooks(fn, outputs, inputs)
     return outputs
+
+
+def node_inputs():
+    """The gradients the node the engine is running on this thread received (empty outside a backward)."""
+    return tuple(_tls.node_inputs or ())
 
 
 def task_should_compute_output(edge) -> bool:

@@ -67,8 +67,10 @@ def _eligible_node(fn, stream):
             or fn._post_hooks:
         return False
     t = type(fn)
-    if t is OpNode:
-        return not fn.released
+    if t is OpNode:  # an unpack hook (checkpoint's recomputation) is user code: it runs in the engine, in order
+        return not fn.released and not any(type(s) is SavedVariable and s.hooks is not None
+                                           for s in (fn.saved or ())) and not any(
+            s.hooks is not None for s in (fn.saved_out or ()))
     if t is AccumulateGrad:
         var = fn.variable
         return var._grad_fn is None and not var._hooks and not var._post_acc_hooks

@@ -35,6 +35,7 @@ from ..ops.barrier import optimization_barrier
 from ..runtime import _segment
 from ..streams import active_captures as _active_captures
 from ..autograd import backward as _backward
+from ..autograd import engine as _engine
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 from ..autograd.grad_mode import enable_grad, is_grad_enabled as _grad_enabled, no_grad
@@ -59,16 +60,22 @@ def _default_meta_extractor(x):
 _METADATA_FNS = {"default": _default_meta_extractor, "none": lambda _: None}
 
 
-def _barrier(args):
+def _barrier(args, after=()):
     """``args`` with their tensors through an optimization barrier when a recording ("auto" mode, capture) would
-    otherwise let XLA merge the recomputation into the forward; as they are in eager mode."""
+    otherwise let XLA merge the recomputation into the forward; as they are in eager mode.
+
+    ``after``: gradients that exist only once backward has reached this region. They join each barrier (their
+    outputs are dropped), so the recomputation cannot start before they do: without them XLA may schedule it
+    right after the forward, and the recomputed activations live as long as the ones checkpointing drops."""
     if not (_segment.auto[0] or _active_captures):
         return args
+    after = [g for g in after if isinstance(g, Tensor)]
     out = list(args)
     for group in ([i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad],
                   [i for i, a in enumerate(args) if isinstance(a, Tensor) and not a.requires_grad]):
         if group:
-            for i, t in zip(group, optimization_barrier(*[args[i] for i in group])):
+            through = optimization_barrier(*[args[i] for i in group], *[g.detach() for g in after])
+            for i, t in zip(group, through):
                 out[i] = t
     return type(args)(out) if isinstance(args, tuple) else out
 
@@ -117,7 +124,7 @@ class CheckpointFunction(Function):
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t.detach().requires_grad_(t.requires_grad)
         with _rng_restored(ctx.rng), enable_grad():
-            outputs = ctx.run_function(*_barrier(inputs))
+            outputs = ctx.run_function(*_barrier(inputs, grads))
         outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
         pairs = [(o, g) for o, g in zip(outputs, grads) if isinstance(o, Tensor) and o.requires_grad]
         if not pairs:
@@ -169,7 +176,7 @@ class _Recompute:
 
         try:
             with _rng_restored(self.rng), enable_grad(), self.context, saved_tensors_hooks(keep, refuse):
-                self.fn(*_barrier(self.args), **self.kwargs)
+                self.fn(*_barrier(self.args, _engine.node_inputs()), **self.kwargs)
         except _Done:
             pass
         if len(values) != self.count:
