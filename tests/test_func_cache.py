@@ -16,18 +16,6 @@ import jgrad as jg
 from jgrad import func as F
 
 pytestmark = pytest.mark.one_execution_mode  # the transforms trace in eager mode whatever the mode is
-
-
-@pytest.fixture(autouse=True)
-def _compiled_new_shapes():
-    """These tests count traces and hits exactly. With new shapes interpreted (Note [New shapes]), one case here
-    (closure views read inside the function, then the base written in place) misses the cache and traces again:
-    the values stay right, the count is one higher. Known, under issue 32; the counts are checked with every new
-    shape compiled, as before."""
-    from jgrad.runtime import _kernel_cache
-    saved, _kernel_cache.interpret_max_elements = _kernel_cache.interpret_max_elements, 0
-    yield
-    _kernel_cache.interpret_max_elements = saved
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 

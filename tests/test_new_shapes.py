@@ -148,6 +148,12 @@ def test_kernel_interpreted_equals_its_compiled_self(knobs):
         assert interpreted == 1, name
         for g, r in zip(got, ref):
             np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=2e-6, atol=2e-6, err_msg=name)
+    # under a JAX trace a call on concrete arrays is staged into the trace (as jax.jit does), never interpreted
+    # on the side: jgrad.func's trace cache re-reads the tensors a trace read, so their uses must be in it
+    k = _kernel_cache.Kernel(lambda x: x[:, :3] * 2.0)
+    n = _kernel_cache.stats["interpreted"]
+    jaxpr = jax.make_jaxpr(lambda y: k(a) + y)(np.ones((5, 3), np.float32))
+    assert _kernel_cache.stats["interpreted"] == n and "mul" in str(jaxpr), jaxpr
     # a backward kernel takes pytrees: where a None sits is part of its signature
     k = _kernel_cache.Kernel(lambda saved, g: tuple(None if s is None else s * g[0] for s in saved), tree=True)
     one = k((a, None), (a,))

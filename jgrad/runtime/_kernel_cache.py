@@ -57,6 +57,17 @@ try:
     from jax._src.array import ArrayImpl as _Array
 except ImportError:  # pragma: no cover - another jax layout: every call takes jax.jit's path
     _Array = None
+try:
+    from jax._src import core as _jax_core
+
+    def _tracing():
+        """Whether a JAX trace (make_jaxpr, a transform) is active on this thread: a kernel called there on
+        concrete arrays (a closure tensor's view inside ``jgrad.func``) is staged into the trace, as jax.jit does,
+        not evaluated on the side."""
+        return type(_jax_core.trace_ctx.trace) is not _jax_core.EvalTrace
+except (ImportError, AttributeError):  # pragma: no cover - another jax layout: never interpret under a trace test
+    def _tracing():
+        return False
 
 #: Compiled executables kept over all op kernels (forward and backward) before the largest caches are cleared.
 max_executables = 512
@@ -133,7 +144,7 @@ class Kernel:
             else:  # a tracer, a NumPy array, a captured buffer: jax.jit's own path (and its errors)
                 return self.jit(*args)
         st = self._shapes.get(tuple(sig), None)
-        if st is _COMPILED:
+        if st is _COMPILED or _tracing():  # under a JAX trace a call on concrete arrays is staged into it
             return self.jit(*args)
         return self._new_shape(tuple(sig), st, args, leaves)
 
