@@ -58,9 +58,11 @@ def _run(lib, name, steps, auto=None):
 
     def on_step(step):
         stamps.append(time.perf_counter())
-        if auto and step == steps // 2:
+        if auto and "half" not in info and step >= steps // 2:  # (a program may number its steps from 1)
             info["half"] = jg.graphs.segment_cache_info()
 
+    if auto:
+        info["start"] = jg.graphs.segment_cache_info()  # a run too short to reach its half: counted whole
     t0 = time.perf_counter()
     if auto is None:
         _programs.PROGRAMS[name](lib, steps, on_step=on_step, **SIZES[name])
@@ -72,7 +74,7 @@ def _run(lib, name, steps, auto=None):
     per = [b - a for a, b in zip([t0] + stamps[:-1], stamps)]
     compiled = None
     if auto:
-        end, half = jg.graphs.segment_cache_info(), info["half"]
+        end, half = jg.graphs.segment_cache_info(), info.get("half", info.get("start"))
         compiled = (end.compiled_runs - half.compiled_runs, end.segments - half.segments)
     return per[len(per) // 2:], total, compiled
 

@@ -34,8 +34,9 @@ shape are timed; once they have cost ``compile_payback`` times the expected comp
 the compiles measured so far, ``compile_prior`` before the first), the shape compiles in a background
 thread (one compile at a time; its calls stay interpreted meanwhile) and runs compiled from then on: a
 hot kernel gets XLA's code, a shape used a few times never compiles.
-A call with tracers (a kernel inlined into a segment's or a capture's executable) is ``jax.jit``'s, as
-before. By default only programs whose every bit equals the compiled kernel's are interpreted (Note [Exact
+A call with tracers (a kernel inlined into a segment's or a capture's executable), or any call while a JAX
+trace is active (``jgrad.func`` tracing a function that reads a closure tensor), is ``jax.jit``'s, as before:
+the work is staged into the trace, where the trace cache can see which tensors it read. By default only programs whose every bit equals the compiled kernel's are interpreted (Note [Exact
 programs] in ``_kernel_interp``: no float sums or dots, no multiply feeding an add, which XLA fuses into one
 rounding; no transcendentals, whose bits XLA's own kernels change with the length), so a value never depends
 on whether its shape had
