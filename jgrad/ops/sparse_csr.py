@@ -35,7 +35,7 @@ from .pointwise import ADD, ADD_ALPHA, MUL
 from .reduction import SUM, SUM_DIM
 from .sparse_coo import (NO_STORAGE, SparseCooTensor, _add_suffixes, _from_parts, _part, _sparse_ops, _suffixes,
                          layout, sparse_coo)
-from .sparse_dispatch import _DENSE_SP, _SP_SP, _aten, _keeps_zero, _scalar_name, _sparse_sparse
+from .sparse_dispatch import _DENSE_SP, _SP_SP, _aten, _inplace, _keeps_zero, _scalar_name, _sparse_sparse
 
 __all__ = ["sparse_csr", "sparse_csr_tensor", "SparseCsrTensor", "csr_sparse_mm"]
 
@@ -381,7 +381,7 @@ def csr_call(op, args, attrs, inplace):
     """Run ``op`` on ``args``, some of them CSR (see the module docstring)."""
     first = next(a for a in args if isinstance(a, SparseCsrTensor))
     if inplace is not None:
-        return _inplace(op, args, attrs, inplace, first)
+        return _inplace(op, args, attrs, inplace, first, _on_values, _not_implemented)
     if op in _MATMULS:
         return _matmul(op, args[0], args[1])
     if op in (ADD, ADD_ALPHA):
@@ -532,20 +532,6 @@ def _pointwise(op, args, attrs):
     if key is not None:
         _POINTWISE[key] = known
     return known
-
-
-def _inplace(op, args, attrs, target, first):
-    """``s.mul_(2)``, ``s.neg_()``...: an op of the values that keeps zeros zero, written into ``s``."""
-    out = _on_values(op, args, attrs, first) if target is first else None
-    if out is None:
-        raise NotImplementedError(_not_implemented(_aten(op) + "_", first))
-    v = out._sp_values
-    if v.dtype is not target.dtype:
-        raise RuntimeError(f"result type {v.dtype} can't be cast to the desired output type {target.dtype}")
-    target._sp_values = v
-    target._grad_fn, target._output_nr, target._req = v._grad_fn, v._output_nr, v._req
-    target._vc[0] += 1
-    return target
 
 
 _sparse_ops.update(to_sparse_csr=to_sparse_csr)  # to_sparse(layout=sparse_csr) of a strided tensor

@@ -320,11 +320,12 @@ def _keeps_zero(op, args, attrs, first):
     return keeps
 
 
-def _inplace(op, args, attrs, target, first):
-    """``s.mul_(2)``, ``s.neg_()``...: an op of the values that keeps zeros zero, written into ``s``."""
-    out = _on_values(op, args, attrs, first) if target is first else None
+def _inplace(op, args, attrs, target, first, on_values=None, not_implemented=None):
+    """``s.mul_(2)``, ``s.neg_()``...: an op of the values that keeps zeros zero, written into ``s`` (a layout
+    passes its own ``on_values`` and ``not_implemented``; COO's by default)."""
+    out = (on_values or _on_values)(op, args, attrs, first) if target is first else None
     if out is None:
-        raise NotImplementedError(_not_implemented(_aten(op) + "_", first))
+        raise NotImplementedError((not_implemented or _not_implemented)(_aten(op) + "_", first))
     v = out._sp_values
     if v.dtype is not target.dtype:
         raise RuntimeError(f"result type {v.dtype} can't be cast to the desired output type {target.dtype}")

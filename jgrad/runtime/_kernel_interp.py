@@ -95,7 +95,7 @@ _NUMPY_TRANSCENDENTALS = frozenset(("exp", "log", "log1p", "expm1", "tanh", "sin
 # - structural primitives, comparisons, selects, max/min reductions and integer arithmetic are exact anywhere;
 # - one IEEE operation (add, sub, mul, div, sqrt) rounds the same in NumPy and XLA, but XLA's CPU backend
 #   contracts a float multiply feeding an add or subtract into one fused multiply-add (one rounding, not two),
-#   which NumPy cannot do: a program with that pattern compiles (``_refuse_contractions``);
+#   which NumPy cannot do: a program with that pattern compiles (``_check_exact``);
 # - XLA rewrites ``A / broadcast(B)`` (a literal, a size-1 dimension) as ``A * broadcast(1 / B)``: so does the
 #   interpreter; a division by a square root or a transcendental XLA may rewrite otherwise: compiled;
 # - transcendentals (exp, log, tanh, atan...) are XLA's own polynomials, and even XLA's elementwise kernel does
@@ -125,7 +125,7 @@ _PASS_THROUGH = frozenset(("reshape", "squeeze", "expand_dims", "transpose", "ne
                            "copy_p", "stop_gradient", "slice", "rev", "concatenate", "select_n", "pad"))
 _SUMS = frozenset(("add", "sub", "add_any"))
 _RESHAPES = frozenset(("reshape", "squeeze", "expand_dims", "transpose", "copy", "copy_p", "stop_gradient"))
-_TRANSCENDENTAL = (frozenset(("sqrt",)) | _BUCKETED_OK | _NUMPY_TRANSCENDENTALS) - {"sign", "round", "rem", "nextafter"}
+_TRANSCENDENTAL = (frozenset(("sqrt",)) | _BUCKETED_OK | _NUMPY_TRANSCENDENTALS) - _EXACT_BUCKETED
 
 
 def _check_exact(prog):
