@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-_COUNTS = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "call_seconds",
-           "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back")
+_COUNTS = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "copied_runs",
+           "call_seconds", "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back")
 
 
 class StructureInfo(NamedTuple):

@@ -1,0 +1,109 @@
+"""Where an "auto" GPT step's host time goes, with and without autocast (issue 30's bf16 goal).
+
+    python -m benchmarks.diagnostics.autocast_host [--device gpu] [--tiny] [--autocast bf16] [--steps 10]
+
+Builds the step of ``benchmarks.gpt2_small`` (same model, AdamW, batch), runs it in "auto" mode until it is
+hot, then times ``--steps`` steps: the time to issue a step (host) and to finish it, the segments per step and
+``segment_cache_info().report()``; then profiles five steps with cProfile and prints the functions that took the
+most time, with the calls that wait for the device (``block_until_ready``, ``__array__``, ``item``) counted.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+
+import numpy as np
+
+from .. import common
+from .. import gpt2_small as g
+
+_WAITS = ("block_until_ready", "__array__", "_value", "item", "tolist", "_single_device_array_to_np_array")
+
+
+def _log_runs(_segment):
+    """Wrap ``_Entry.pick``: each barrier's (entry, ops, donatable count, variants' donation sizes, picked)."""
+    log = []
+    pick = _segment._Entry.pick
+
+    def logged(self, donatable):
+        res = pick(self, donatable)
+        log.append((self, self.ops, len(donatable), [len(m) for m, _ in self.variants], res[0] is not None))
+        return res
+
+    _segment._Entry.pick = logged
+    return log
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--tiny", action="store_true")
+    p.add_argument("--autocast", choices=("bf16",), default=None)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--no-item", action="store_true", help="do not read the loss every step")
+    args = p.parse_args(argv)
+    g.AUTOCAST[0] = args.autocast
+    cfg = g.TINY if args.tiny else g.REAL
+    jdev, _ = common.setup_device(args.device)
+    import jgrad as jg
+    from jgrad.runtime import _segment
+
+    jg.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
+    y = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
+    import twin
+
+    jmod = twin.load_model("jgrad")
+    ref = jmod.GPT(jmod.GPTConfig(**{k: v for k, v in cfg.items() if k != "batch"}))
+    state = {k: v.detach().cpu().numpy().copy() for k, v in ref.state_dict().items()}
+    del ref
+    variants, _ = g.jgrad_variants(cfg, state, x, y, args.device, {"jgrad auto"})
+    run = variants[0].fn
+    log = _log_runs(_segment)
+    before = jg.graphs.segment_cache_info()
+    host, total = [], []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        out = run()
+        t1 = time.perf_counter()
+        jg.synchronize()
+        if not args.no_item:
+            float(out[0].item())
+        t2 = time.perf_counter()
+        host.append(t1 - t0)
+        total.append(t2 - t0)
+    after = jg.graphs.segment_cache_info()
+    print(f"autocast={args.autocast} device={args.device} size={'tiny' if args.tiny else 'real'}")
+    print(f"host ms/step median {1e3 * np.median(host):.2f}, total ms/step median {1e3 * np.median(total):.2f}")
+    print(f"per step: segments {(after.segments - before.segments) / args.steps:.2f}, ops "
+          f"{(after.ops - before.ops) / args.steps:.1f}, compiled runs "
+          f"{(after.compiled_runs - before.compiled_runs) / args.steps:.2f}, compiles {after.compiles - before.compiles}")
+    print(after.report())
+    print("timed runs (structure #, ops, donatable inputs, variants' donation sizes, compiled?):")
+    listed = list(_segment._listed)
+    for entry, ops, n_don, masks, compiled in log[-args.steps:]:
+        num = next((i for i, e in enumerate(listed) if e is entry), "?")
+        print(f"  #{num} ops {ops} donatable {n_don} variants {masks} compiled {compiled}")
+    _segment.wait_compiles()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(5):
+        out = run()
+    float(out[0].item())
+    prof.disable()
+    stats = pstats.Stats(prof)
+    waits = {f"{fn[2]} ({fn[0].rsplit('/', 1)[-1]}:{fn[1]})": v[1] for fn, v in stats.stats.items() if fn[2] in _WAITS}
+    print("calls that may wait for the device (5 steps):", waits)
+    for order in ("cumulative", "tottime"):
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats(order).print_stats(35)
+        print(s.getvalue())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
