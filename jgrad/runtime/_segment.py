@@ -298,8 +298,8 @@ def _with_copies(entry, inputs, donatable):
     mask, exe = min(entry.variants, key=cost)
     inputs = list(inputs)
     for k in mask:
-        if k not in can:
-            inputs[k] = inputs[k].copy()
+        if k not in can and isinstance(inputs[k], jax.Array):
+            inputs[k] = inputs[k].copy()  # (on the same device and sharding; asynchronous, as the run is)
     _stats.copied_runs += 1
     return exe, mask, inputs
 
