@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import jgrad as jg  # noqa: E402
+from conftest import TEST_DEVICE  # noqa: E402
 from jgrad import optim  # noqa: E402
 
 
@@ -165,7 +166,9 @@ def _lbfgs_vs_torch(line_search_fn):
     assert list(js) == list(ts) and js["func_evals"] == ts["func_evals"] and js["n_iter"] == ts["n_iter"]
     assert len(js["old_dirs"]) == len(ts["old_dirs"]) == 2
     np.testing.assert_allclose(float(js["t"]), float(ts["t"]), rtol=1e-5)
-    np.testing.assert_allclose(npy(js["d"]), ts["d"].numpy(), rtol=1e-4, atol=1e-5)
+    # (the search direction compounds rounding: on a GPU, compiled float32 steps differ from torch's CPU ones by
+    # ~2e-5 there)
+    np.testing.assert_allclose(npy(js["d"]), ts["d"].numpy(), rtol=1e-4, atol=1e-5 if TEST_DEVICE == "cpu" else 5e-5)
     # torch's state_dict into jgrad: the next step continues torch's trajectory
     jopt.load_state_dict(_to_jgrad(topt.state_dict()))
     with jg.no_grad():
