@@ -72,13 +72,22 @@ class _TransferOp(Op):
 
     __slots__ = ()
 
+    # Cached per key as every op's kernels are: in "auto" mode a recorded step's kernel is part of the segment's
+    # structure, so a new function per call made every step reading a tensor back (`.cpu()`) a new structure.
     def kernel(self, key, attrs):
-        dev = attrs["device"]
-        return lambda a: jax.device_put(a, dev._placement)
+        fn = self._kernels.get(key)
+        if fn is None:
+            dev = attrs["device"]
+            fn = self._kernels[key] = lambda a: jax.device_put(a, dev._placement)
+        return fn
 
     def backward_kernel(self, key, attrs, mask, in_avals):
-        src = attrs["src"]
-        return lambda saved, outs, grads: (jax.device_put(grads[0], src._placement),)
+        k = (key, mask, in_avals)
+        fn = self._bwd_kernels.get(k)
+        if fn is None:
+            src = attrs["src"]
+            fn = self._bwd_kernels[k] = lambda saved, outs, grads: (jax.device_put(grads[0], src._placement),)
+        return fn
 
 
 TRANSFER = _TransferOp("ToCopyBackward0", lambda a, device, src: jax.device_put(a, device._placement),
