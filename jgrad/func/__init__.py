@@ -123,8 +123,8 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
         with transform_scope():
             ck = _trace_cache.call_key("grad_and_value", (argnums, has_aux), func, args, kwargs)
-            (value, aux), g = run(jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True), *trees,
-                                  cache=ck, boxes=(aux_box,))
+            (value, aux), g = run(lambda *t: jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True)(*t),
+                                  *trees, cache=ck, boxes=(aux_box,))
         grads = [_rebuild_tree(gt, dv) for gt, dv in zip(g, devs)]
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = wrap(value, dev)
@@ -298,7 +298,8 @@ def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
         kw = {"chunk_size": chunk_size} if chunk_size is not None and name == "jacrev" else {}
         with transform_scope():
             ck = _trace_cache.call_key(name, (argnums, has_aux, chunk_size), func, args, kwargs)
-            jac, aux = run(_jac_call(jax_jac, jf, len(nums), kw), *trees, cache=ck, boxes=(aux_box, out_box))
+            jac, aux = run(lambda *t: _jac_call(jax_jac, jf, len(nums), kw)(*t), *trees, cache=ck,
+                           boxes=(aux_box, out_box))
         out_tree = out_box[-1]
         # jac: one entry per output leaf, each a tuple over argnums of trees of arrays
         per_out = []

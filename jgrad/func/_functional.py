@@ -169,9 +169,10 @@ def _restore(box, state):
 
 def _forget_traced_offsets():
     """Views made while tracing cache their offset arrays (``_views.offsets``) as tracers of that trace: drop
-    them, so that later calls make concrete ones."""
+    them, so that later calls make concrete ones; views regenerated in the trace do not keep its tracers."""
     for k in [k for k, v in _views._OFFSETS.items() if isinstance(v, jax.core.Tracer)]:
         _views._OFFSETS.pop(k, None)
+    _views.forget_traced_views()  # and views of concrete memory regenerated in the trace: stale again
 
 
 def outputs_to_arrays(out, what):
