@@ -284,16 +284,26 @@ def _cases():
     cases.append(("dict mutated in place", mapping, True))
 
     def renamed_key():
-        cfg = {"s": 2.0, "x": 3.0}
+        cfg = {"x": 3.0, "s": 2.0}
 
         def f(a):
             return (a * cfg.get("s", 3.0)).sum()
 
         def change():
-            cfg.pop("s")
-            cfg["t"] = 2.0  # the same values in the same order, another key
+            cfg["t"] = cfg.pop("s")  # the same values (the same objects) in the same order, another key
         return f, change
     cases.append(("dict key replaced", renamed_key, True))
+
+    def int_key():
+        cfg = {1: 2.0}
+
+        def f(a):
+            return (a * cfg.get(1, 3.0)).sum()
+
+        def change():
+            cfg[2] = cfg.pop(1)
+        return f, change
+    cases.append(("dict key (not a string) replaced", int_key, True))
 
     def seq():
         lst = [2.0]

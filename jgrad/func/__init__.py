@@ -221,8 +221,13 @@ def _jvp_inputs(primals, tangents, what):
         if p.shape != t.shape:
             raise RuntimeError(f"{what}: Expected primals and tangents to have the same shape, got "
                                f"{list(p.shape)} and {list(t.shape)}")
-    ttrees = jax.tree_util.tree_map(lambda p, t: t.astype(p.dtype), ptrees, ttrees)
+    ttrees = jax.tree_util.tree_map(_as_dtype_of, ptrees, ttrees)
     return nums, ptrees, ttrees, devs
+
+
+def _as_dtype_of(p, t):
+    """The tangent ``t`` in the primal's dtype (as it is already, most often: then no conversion is dispatched)."""
+    return t if t.dtype == p.dtype and not getattr(t, "weak_type", False) else t.astype(p.dtype)
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):

@@ -52,7 +52,7 @@ class Guards:
     """What one walk of a function read (see the module docstring), and that walk's results."""
 
     __slots__ = ("ok", "token", "mkey", "keep", "wrefs", "getters", "owners", "attr_ids", "dicts", "dict_lens",
-                 "dict_keys", "dict_vals", "seqs", "seq_lens", "seq_ids", "cells", "cell_ids", "typed", "type_ids",
+                 "dict_keys", "str_keys", "dict_vals", "seqs", "seq_lens", "seq_ids", "cells", "cell_ids", "typed", "type_ids",
                  "globs", "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
 
     def __init__(self, mkey, roots):
@@ -116,7 +116,10 @@ class Guards:
             return
         self.dicts.append(d)  # not weakly referable: held
         self.dict_lens.append(len(d))
-        self.dict_keys.extend(self._ids(d))
+        for k in d:
+            if type(k) is not str:
+                self.pin(k)
+            self.dict_keys.append(k)
         self.dict_vals.extend(self._ids(d.values()))
 
     def seq(self, s):
@@ -168,6 +171,10 @@ class Guards:
             return lambda x=x: x
 
     def finish(self):
+        # string keys (nearly all) are held and compared as they are (is); a record with others, by identity
+        self.str_keys = all(type(k) is str for k in self.dict_keys)
+        if not self.str_keys:
+            self.dict_keys = [id(k) for k in self.dict_keys]
         for name in ("attr_ids", "dict_lens", "dict_keys", "dict_vals", "seq_lens", "seq_ids", "cell_ids",
                      "type_ids", "ttypes", "treqs", "tavals"):
             setattr(self, name, tuple(getattr(self, name)))
@@ -179,7 +186,8 @@ class Guards:
             if (tuple(map(id, _chain(map(_call, self.getters, map(_call, self.owners))))) != self.attr_ids
                     or tuple(map(id, map(_CELL, self.cells))) != self.cell_ids
                     or tuple(map(len, self.dicts)) != self.dict_lens
-                    or tuple(map(id, _chain(self.dicts))) != self.dict_keys
+                    or not (all(map(_is, _chain(self.dicts), self.dict_keys)) if self.str_keys
+                            else tuple(map(id, _chain(self.dicts))) == self.dict_keys)
                     or tuple(map(id, _chain(map(_VALUES, self.dicts)))) != self.dict_vals
                     or tuple(map(len, self.seqs)) != self.seq_lens
                     or tuple(map(id, _chain(self.seqs))) != self.seq_ids

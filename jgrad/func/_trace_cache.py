@@ -242,7 +242,7 @@ def _function(w, f, depth):
             w.g.function(f)
         parts = [code, _fp(w, f.__defaults__, depth), _fp(w, f.__kwdefaults__, depth),
                  tuple([_cell(w, c, depth) for c in cells]) if cells else ()]
-        if depth < _GLOBAL_DEPTH and not _is_library(f.__module__):
+        if depth < _GLOBAL_DEPTH and not _is_library(code.co_filename):
             g = f.__globals__
             names = _global_names(code)
             if w.g is not None:
@@ -266,21 +266,19 @@ def _cell(w, c, depth):
 
 
 @functools.lru_cache(maxsize=1024)
-def _is_library(module):
-    """Whether functions of ``module`` are a library's (jgrad, an installed package, the standard library):
-    their globals are not the user's state, and walking them would cost every call."""
-    if not module:
-        return False
-    if module == "jgrad" or module.startswith("jgrad."):
-        return True
-    mod = sys.modules.get(module.partition(".")[0])
-    path = getattr(mod, "__file__", None) or ""
-    if not path:
-        return module in sys.builtin_module_names
-    path = os.path.abspath(path)
-    return "site-packages" in path or "dist-packages" in path or path.startswith(_STDLIB)
+def _is_library(filename):
+    """Whether functions whose code is in ``filename`` are a library's (jgrad, an installed package, the standard
+    library): their globals are not the user's state, and walking them would cost every call. By the code's
+    file, not ``__module__``: ``functools.wraps`` gives a wrapper (every ``jgrad.func`` transform) the module of
+    the function it wraps."""
+    if not filename or filename.startswith("<"):  # typed in, exec'd, a notebook cell: the user's; frozen: stdlib
+        return filename.startswith("<frozen")
+    path = os.path.abspath(filename)
+    return (path.startswith(_JGRAD) or "site-packages" in path or "dist-packages" in path
+            or path.startswith(_STDLIB))
 
 
+_JGRAD = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
 
 
@@ -306,10 +304,19 @@ def _modes():
 class CallKey:
     """A transform call's key, what it names by identity, and its tensor arguments (by leaf position)."""
 
-    __slots__ = ("key", "refs", "leaves", "positions", "tensors")
+    __slots__ = ("key", "refs", "leaves", "positions", "_tensors", "_memo")
 
-    def __init__(self, key, refs, leaves, positions, tensors):
-        self.key, self.refs, self.leaves, self.positions, self.tensors = key, refs, leaves, positions, tensors
+    def __init__(self, key, refs, leaves, positions, tensors, memo=None):
+        self.key, self.refs, self.leaves, self.positions, self._tensors = key, refs, leaves, positions, tensors
+        self._memo = memo
+
+    @property
+    def tensors(self):
+        """id -> the tensors the function and the non-tensor arguments reach (read only when a trace is kept)."""
+        if self._memo is not None:
+            self._tensors.update(self._memo.tensors_now())
+            self._memo = None
+        return self._tensors
 
 
 #: The key of a pure JAX function of its arguments (a vjp's pullback, a linearized function): what it computes
@@ -317,30 +324,38 @@ class CallKey:
 PURE = CallKey(("pure",), (), (), {}, {})
 
 
-def call_key(tag, statics, func, args, kwargs=None):
+def call_key(tag, statics, func, args, kwargs=None, flat=None):
     """The key of calling transform ``tag`` (with ``statics``) of ``func`` on ``args``/``kwargs``, or None when
-    the call cannot be cached (it is then traced as before)."""
+    the call cannot be cached (it is then traced as before). ``flat``: ``args`` flattened (tensors as leaves),
+    when the caller has it."""
     try:
-        leaves, treedef = jax.tree_util.tree_flatten((tuple(args), kwargs or {}), is_leaf=_is_tensor)
-        for x in leaves:
-            if isinstance(x, Tensor) and isinstance(x._data, jax.core.Tracer):
-                return None  # inside another transform: it compiles the whole
-        w = _Walk()
-        fk = _function_key(w, func)
-        sk = _fp(w, statics, 0)
+        leaves, treedef = flat or jax.tree_util.tree_flatten(tuple(args), is_leaf=_is_tensor)
+        if kwargs:
+            kl, kt = jax.tree_util.tree_flatten(kwargs, is_leaf=_is_tensor)
+            leaves, treedef = leaves + kl, (treedef, kt)
         sig = []
         positions = {}
         for n, x in enumerate(leaves):
             if isinstance(x, Tensor):
+                d = x._data
+                if d is None or type(d) is Buffer:
+                    d = x._value  # see _aval
+                if isinstance(d, jax.core.Tracer):
+                    return None  # inside another transform: it compiles the whole
                 first = positions.setdefault(id(x), n)
-                sig.append((type(x), _aval(x), x._device, x._req, first))
+                sig.append((type(x), d.shape, d.dtype, x._device, x._req, first))
             else:
-                sig.append(_fp(w, x, 0))
-        key = _Key((tag, sk, fk, treedef, tuple(sig), _modes()))
+                sig.append(x)  # keyed below, once the function is known to be cacheable
+        w = _Walk()
+        fk, memo = _function_key(w, func)
+        for n, x in enumerate(leaves):
+            if not isinstance(x, Tensor):
+                sig[n] = _fp(w, x, 0)
+        key = _Key((tag, _fp(w, statics, 0), fk, treedef, tuple(sig), _modes()))
     except Exception:  # noqa: BLE001 - Uncacheable, an unhashable value, an object that refuses to be walked
         _stats["uncached"] += 1
         return None
-    return CallKey(key, w.refs, leaves, positions, w.tensors)
+    return CallKey(key, w.refs, leaves, positions, w.tensors, memo)
 
 
 def _function_key(w, func):
@@ -350,9 +365,8 @@ def _function_key(w, func):
     m = _guards.memo_of(mkey)
     if m is not None and m.holds(_aval):
         w.refs.extend(m.refs)
-        w.tensors.update(m.tensors_now())
         w.budget -= m.used
-        return m.fk
+        return m.fk, m
     g = w.g = _guards.Guards(mkey, roots)
     try:
         fk = _Key(_fp(w, func, 0))
@@ -360,7 +374,7 @@ def _function_key(w, func):
         w.g = None
     g.fk, g.refs, g.used = fk, list(w.refs), _BUDGET - w.budget
     _guards.remember(g)
-    return fk
+    return fk, None
 
 
 class _Key:

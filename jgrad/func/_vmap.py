@@ -182,7 +182,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                 raise
 
         with transform_scope():
-            ck = _trace_cache.call_key("vmap", statics, func, args, kwargs)
+            ck = _trace_cache.call_key("vmap", statics, func, args, kwargs, flat=(leaves, treedef))
             arrays = [array_of(leaves[i]) for i in batched]
             keys = None
             if randomness == "different":
