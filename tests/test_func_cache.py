@@ -442,3 +442,28 @@ def test_stale_view_read_inside_a_transform_keeps_a_concrete_array(requires_grad
         assert isinstance(holder.view._data, jax.Array) and not isinstance(holder.view._data, jax.core.Tracer)
     calls.__exit__()
     assert (calls.traces, calls.hits) == (1, 1)  # the second call re-reads the view's storage
+
+
+def test_first_level_record_lives_with_the_transform():
+    """The record of the function's last walk is the transform's: a tensor the function no longer reaches is
+    freed after the next call, and everything once the transformed function is gone (no global table)."""
+    import gc
+    import weakref
+
+    class Box:
+        pass
+
+    holder = Box()
+    holder.w = jg.tensor([1.0, 2.0])
+    old = weakref.ref(holder.w)
+    g = F.grad(lambda a: (a * holder.w).sum())
+    a = jg.ones(2)
+    close(g(a), [1.0, 2.0])
+    holder.w = jg.tensor([3.0, 4.0])
+    close(g(a), [3.0, 4.0])
+    gc.collect()
+    assert old() is None
+    last = weakref.ref(holder.w)
+    del g, holder
+    gc.collect()
+    assert last() is None

@@ -8,16 +8,20 @@ module or object (``__code__``, ``__defaults__``, ``__kwdefaults__``, ``__module
 entries, a tensor's type, ``requires_grad``, shape and dtype, a small NumPy array's bytes. Everything else it
 keys is immutable (numbers, strings, tuples, code, jax arrays) or keyed by identity.
 
-``Guards`` records, while the full walk runs, each of those reads as the identity of what was read (``id``), and
-keeps every object so identified alive or watched: held where it cannot be weakly referenced (numbers,
-strings, tuples, dicts, lists: small), else weakly with a callback that drops the record when it dies, so an
-address is never reused while the record stands. ``holds()`` checks them all again (most in C: ``map``,
-``chain``, tuple compares); when they hold, a new walk would visit the same objects and read the same
-values, so it would give the same key, and the recorded one is returned. When anything differs (a rebound
-global or cell, a replaced parameter, a flipped ``training`` flag, a registered hook, a tensor with a new
-shape, dtype or ``requires_grad``, a mutated dict, list or small array) the full walk runs and records anew. A
-tensor updated in place (a new array of the same shape and dtype) is seen by the tensor check's slower path
-(its shape and dtype read again), not by a new walk.
+``Guards`` records, while the full walk runs, each of those reads: the object read, held. ``holds()`` reads
+them all again and compares by identity (``is``, in a few bulk steps in C: ``map``, ``chain``, ``all``);
+the recorded objects are alive, so none can have been replaced by a new one at its address. When all hold,
+a new walk would visit the same objects and read the same values, so it would give the same key, and the
+recorded one is returned. When anything differs (a rebound global or cell, a replaced parameter, a flipped
+``training`` flag, a registered hook, a tensor with a new shape, dtype or ``requires_grad``, a mutated dict,
+list or small array) the full walk runs and records anew. A tensor updated in place (a new array of the
+same shape and dtype) is seen by the tensor check's slower path (its shape and dtype read again), not by a
+new walk; tensors' arrays are never held.
+
+The record lives in a box of the transform that calls the function (``vmap(f)`` keeps the record of ``f``;
+``grad(f)``'s result carries a box for ``jvp(grad(f), ...)``), never in a global table: what it holds (the
+objects the last walk read, which the function itself reached then) is freed with the transform, and a
+record that reaches the function back is an ordinary cycle for the garbage collector.
 
 Imports ``_tensor`` only through the caller's ``aval`` function: the library layer.
 """
@@ -29,7 +33,7 @@ import operator
 import types
 import weakref
 
-__all__ = ["Guards", "memo_key", "memo_of", "remember", "clear"]
+__all__ = ["Guards", "new_box", "box_of", "give_box", "memo_of", "remember", "clear"]
 
 _MISSING = object()        # a global name not bound (yet)
 _NEVER = object()          # a tensor whose array was not concrete when recorded: its shape is always read again
@@ -42,63 +46,36 @@ _OBJ_ATTRS = operator.attrgetter("__dict__", "__class__")
 _PARTIAL_ATTRS = operator.attrgetter("func", "args", "keywords")
 _call, _is, _chain, _repeat = operator.call, operator.is_, itertools.chain.from_iterable, itertools.repeat
 _never = lambda: _NEVER  # noqa: E731
-
-#: the memo of each function (by identity): its last walk's key and guards
-_MEMOS: dict = {}
-MAX_MEMOS = 1024
+_generation = [0]  # clear() makes every record older than the cache
 
 
 class Guards:
-    """What one walk of a function read (see the module docstring), and that walk's results."""
+    """What one walk of ``func`` read (see the module docstring), and that walk's results."""
 
-    __slots__ = ("ok", "token", "mkey", "keep", "wrefs", "getters", "owners", "attr_ids", "dicts", "dict_lens",
-                 "dict_keys", "str_keys", "dict_vals", "seqs", "seq_lens", "seq_ids", "cells", "cell_ids", "typed", "type_ids",
-                 "globs", "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
+    __slots__ = ("ok", "box", "func", "gen", "getters", "owners", "attr_vals", "dicts", "dict_lens", "dict_keys",
+                 "dict_vals", "seqs", "seq_lens", "seq_vals", "cells", "cell_vals", "typed", "types", "globs",
+                 "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
 
-    def __init__(self, mkey, roots):
+    def __init__(self, box, func):
         self.ok = True
-        self.token = object()
-        self.mkey = mkey
-        self.keep, self.wrefs = [], []
-        self.getters, self.owners, self.attr_ids = [], [], []
+        self.box, self.func, self.gen = box, func, _generation[0]
+        self.getters, self.owners, self.attr_vals = [], [], []
         self.dicts, self.dict_lens, self.dict_keys, self.dict_vals = [], [], [], []
-        self.seqs, self.seq_lens, self.seq_ids = [], [], []
-        self.cells, self.cell_ids = [], []
-        self.typed, self.type_ids = [], []
+        self.seqs, self.seq_lens, self.seq_vals = [], [], []
+        self.cells, self.cell_vals = [], []
+        self.typed, self.types = [], []
         self.globs = []
         self.tensors, self.ttypes, self.treqs, self.tavals, self.tdatas = [], [], [], [], []
         self.arrays = []
         self.fk = self.refs = None
         self.used = 0
-        for r in roots:
-            self.pin(r)
 
     # ---- recording (during the full walk) --------------------------------------------------------------------
-    def pin(self, x):
-        """``id(x)``, with ``x`` kept from being replaced at its address while this record stands."""
-        try:
-            self.wrefs.append(weakref.ref(x, self._kill_cb()))
-        except TypeError:
-            self.keep.append(x)
-        return id(x)
-
-    def _kill_cb(self):
-        mkey, token = self.mkey, self.token
-
-        def kill(_):
-            m = _MEMOS.get(mkey)
-            if m is not None and m.token is token:
-                _MEMOS.pop(mkey, None)
-        return kill
-
-    def _ids(self, xs):
-        return [self.pin(x) for x in xs]
-
     def attrs(self, getter, obj):
         """The attributes ``getter`` reads of ``obj`` (a tuple of them) are read again by identity."""
         self.getters.append(getter)
-        self.owners.append(self._held(obj))
-        self.attr_ids.extend(self._ids(getter(obj)))
+        self.owners.append(obj)
+        self.attr_vals.extend(getter(obj))
 
     def function(self, f):
         self.attrs(_FN_ATTRS, f)
@@ -114,13 +91,10 @@ class Guards:
         if not (t is dict or t is collections.OrderedDict or _plain(t, dict) or _plain(t, collections.OrderedDict)):
             self.ok = False
             return
-        self.dicts.append(d)  # not weakly referable: held
+        self.dicts.append(d)
         self.dict_lens.append(len(d))
-        for k in d:
-            if type(k) is not str:
-                self.pin(k)
-            self.dict_keys.append(k)
-        self.dict_vals.extend(self._ids(d.values()))
+        self.dict_keys.extend(d)
+        self.dict_vals.extend(d.values())
 
     def seq(self, s):
         """A list or set (a tuple's entries cannot change)."""
@@ -130,7 +104,7 @@ class Guards:
             return
         self.seqs.append(s)
         self.seq_lens.append(len(s))
-        self.seq_ids.extend(self._ids(s))
+        self.seq_vals.extend(s)
 
     def tuple_like(self, t):
         if type(t) is not tuple and type(t).__iter__ is not tuple.__iter__:
@@ -143,68 +117,56 @@ class Guards:
             self.ok = False
             return
         self.cells.append(c)
-        self.cell_ids.append(self.pin(v))
+        self.cell_vals.append(v)
 
     def typed_obj(self, x):
-        self.typed.append(self._held(x))
-        self.type_ids.append(self.pin(type(x)))
+        self.typed.append(x)
+        self.types.append(type(x))
 
     def named_globals(self, g, names):
-        self.globs.append((g, names, tuple(self._ids([g.get(n, _MISSING) for n in names]))))
+        self.globs.append((g, names, [g.get(n, _MISSING) for n in names]))
 
     def tensor(self, t, aval):
-        self.tensors.append(self._held(t))
+        self.tensors.append(t)
         self.ttypes.append(type(t))
         self.treqs.append(t._req)
         self.tavals.append(aval)
         self.tdatas.append(_data_ref(t))
 
     def ndarray(self, x, key):
-        self.arrays.append((x, key))  # NumPy arrays are weakly referable, but their bytes are read: held
-
-    def _held(self, x):
-        """``x`` as the record holds it: a weak reference (called to get it), or ``x`` itself in a closure."""
-        self.pin(x)
-        try:
-            return weakref.ref(x)
-        except TypeError:
-            return lambda x=x: x
+        self.arrays.append((x, key))
 
     def finish(self):
-        # string keys (nearly all) are held and compared as they are (is); a record with others, by identity
-        self.str_keys = all(type(k) is str for k in self.dict_keys)
-        if not self.str_keys:
-            self.dict_keys = [id(k) for k in self.dict_keys]
-        for name in ("attr_ids", "dict_lens", "dict_keys", "dict_vals", "seq_lens", "seq_ids", "cell_ids",
-                     "type_ids", "ttypes", "treqs", "tavals"):
+        for name in ("dict_lens", "seq_lens", "ttypes", "treqs", "tavals"):
             setattr(self, name, tuple(getattr(self, name)))
 
     # ---- checking (on every call) ------------------------------------------------------------------------------
     def holds(self, aval):
-        """Whether a walk now would read what the recorded one read (``aval``: a tensor's shape and dtype)."""
+        """Whether a walk now would read what the recorded one read (``aval``: a tensor's shape and dtype).
+        Every count is fixed or checked first (``map`` stops at the shorter), so ``all`` compares one to one."""
         try:
-            if (tuple(map(id, _chain(map(_call, self.getters, map(_call, self.owners))))) != self.attr_ids
-                    or tuple(map(id, map(_CELL, self.cells))) != self.cell_ids
-                    or tuple(map(len, self.dicts)) != self.dict_lens
-                    or not (all(map(_is, _chain(self.dicts), self.dict_keys)) if self.str_keys
-                            else tuple(map(id, _chain(self.dicts))) == self.dict_keys)
-                    or tuple(map(id, _chain(map(_VALUES, self.dicts)))) != self.dict_vals
-                    or tuple(map(len, self.seqs)) != self.seq_lens
-                    or tuple(map(id, _chain(self.seqs))) != self.seq_ids
-                    or tuple(map(id, map(type, map(_call, self.typed)))) != self.type_ids):
+            if not (self.gen == _generation[0]
+                    and all(map(_is, _chain(map(_call, self.getters, self.owners)), self.attr_vals))
+                    and all(map(_is, map(_CELL, self.cells), self.cell_vals))
+                    and tuple(map(len, self.dicts)) == self.dict_lens
+                    and all(map(_is, _chain(self.dicts), self.dict_keys))
+                    and all(map(_is, _chain(map(_VALUES, self.dicts)), self.dict_vals))
+                    and tuple(map(len, self.seqs)) == self.seq_lens
+                    and all(map(_is, _chain(self.seqs), self.seq_vals))
+                    and all(map(_is, map(type, self.typed), self.types))):
                 return False
-            for g, names, ids in self.globs:
-                if tuple(map(id, map(g.get, names, _repeat(_MISSING)))) != ids:
+            for g, names, vals in self.globs:
+                if not all(map(_is, map(g.get, names, _repeat(_MISSING)), vals)):
                     return False
             for x, key in self.arrays:
                 if x.nbytes != len(key[3]) or (x.shape, x.dtype.str, x.tobytes()) != key[1:]:
                     return False
             return not self.tensors or self._tensors_hold(aval)
-        except Exception:  # noqa: BLE001 - an object that changed kind (a cell emptied, a dead reference...): walk
+        except Exception:  # noqa: BLE001 - an object that changed kind (a cell emptied...): walk again
             return False
 
     def _tensors_hold(self, aval):
-        ts = tuple(map(_call, self.tensors))
+        ts = self.tensors
         if tuple(map(type, ts)) != self.ttypes or tuple(map(_REQ, ts)) != self.treqs:
             return False
         now = tuple(map(_DATA, ts))
@@ -217,7 +179,7 @@ class Guards:
         return True
 
     def tensors_now(self):
-        return {id(t): t for t in map(_call, self.tensors)}
+        return {id(t): t for t in self.tensors}
 
 
 def _plain(t, base):
@@ -227,6 +189,7 @@ def _plain(t, base):
 
 
 def _data_ref(t):
+    """A weak reference to ``t``'s array (its arrays are never held: an in-place update frees the old one)."""
     d = t._data
     try:
         return weakref.ref(d) if d is not None and hasattr(d, "shape") and hasattr(d, "dtype") else _never
@@ -234,26 +197,35 @@ def _data_ref(t):
         return _never
 
 
-def memo_key(func):
-    """What identifies ``func`` across calls, and the objects that make it up (a bound method is made anew on
-    every attribute access: its function and instance)."""
-    if isinstance(func, types.MethodType):
-        return (id(func.__func__), id(func.__self__)), (func.__func__, func.__self__)
-    return id(func), (func,)
+def new_box():
+    """Where a transform keeps the record of the function it calls: the transform's own (a record lives as long
+    as the transformed function, and no longer)."""
+    return [None]
 
 
-def memo_of(mkey):
-    return _MEMOS.get(mkey)
+def box_of(func):
+    """The box a ``jgrad.func`` transform's result carries for being transformed in turn (``jvp(grad(f))``), or
+    None (a user's function: ``jvp``, ``vjp`` and ``linearize`` walk it on every call)."""
+    b = getattr(func, "__jgrad_key_box__", None) if type(func) is types.FunctionType else None
+    return b if type(b) is list and len(b) == 1 else None
+
+
+def give_box(wrapper):
+    """Give a transform's result its own box (``functools.wraps`` copied the wrapped function's attributes)."""
+    wrapper.__jgrad_key_box__ = new_box()
+    return wrapper
+
+
+def memo_of(box, func):
+    m = box[0]
+    return m if m is not None and m.func is func else None
 
 
 def remember(g):
-    if not g.ok:
-        return
-    g.finish()
-    _MEMOS[g.mkey] = g
-    if len(_MEMOS) > MAX_MEMOS:
-        _MEMOS.pop(next(iter(_MEMOS)), None)
+    if g.ok:
+        g.finish()
+        g.box[0] = g
 
 
 def clear():
-    _MEMOS.clear()
+    _generation[0] += 1

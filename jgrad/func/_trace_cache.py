@@ -324,10 +324,11 @@ class CallKey:
 PURE = CallKey(("pure",), (), (), {}, {})
 
 
-def call_key(tag, statics, func, args, kwargs=None, flat=None):
+def call_key(tag, statics, func, args, kwargs=None, flat=None, box=None):
     """The key of calling transform ``tag`` (with ``statics``) of ``func`` on ``args``/``kwargs``, or None when
     the call cannot be cached (it is then traced as before). ``flat``: ``args`` flattened (tensors as leaves),
-    when the caller has it."""
+    when the caller has it; ``box``: where the transform keeps the record of ``func``'s last walk
+    (``_guards``), if it has one."""
     try:
         leaves, treedef = flat or jax.tree_util.tree_flatten(tuple(args), is_leaf=_is_tensor)
         if kwargs:
@@ -347,7 +348,7 @@ def call_key(tag, statics, func, args, kwargs=None, flat=None):
             else:
                 sig.append(x)  # keyed below, once the function is known to be cacheable
         w = _Walk()
-        fk, memo = _function_key(w, func)
+        fk, memo = _function_key(w, func, box)
         for n, x in enumerate(leaves):
             if not isinstance(x, Tensor):
                 sig[n] = _fp(w, x, 0)
@@ -358,16 +359,17 @@ def call_key(tag, statics, func, args, kwargs=None, flat=None):
     return CallKey(key, w.refs, leaves, positions, w.tensors, memo)
 
 
-def _function_key(w, func):
+def _function_key(w, func, box):
     """The key of ``func`` (see the module docstring): its last walk's, when ``_guards`` finds that nothing the
-    walk read has changed since; else a new walk, recorded for the next call."""
-    mkey, roots = _guards.memo_key(func)
-    m = _guards.memo_of(mkey)
+    walk read has changed since; else a new walk, recorded for the next call. Returns (key, record or None)."""
+    if box is None:
+        return _Key(_fp(w, func, 0)), None
+    m = _guards.memo_of(box, func)
     if m is not None and m.holds(_aval):
         w.refs.extend(m.refs)
         w.budget -= m.used
         return m.fk, m
-    g = w.g = _guards.Guards(mkey, roots)
+    g = w.g = _guards.Guards(box, func)
     try:
         fk = _Key(_fp(w, func, 0))
     finally:

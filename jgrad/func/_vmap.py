@@ -28,7 +28,7 @@ from ._functional import (advance_outside_trace, array_of, first_device, is_tens
                           transform_scope, wrap)
 from ..core._tensor import Tensor
 from ..runtime import _trace_log
-from . import _trace_cache
+from . import _guards, _trace_cache
 from .. import ops
 
 __all__ = ["vmap"]
@@ -149,6 +149,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     what = f"vmap({getattr(func, '__name__', 'f')}, in_dims={in_dims}, ...)(<inputs>)"
     statics = (in_dims, out_dims, randomness, chunk_size)
     last = [(None, None)]  # the arguments' structure last time and its in_dim per leaf
+    box = _guards.new_box()  # the record of func's last key (jgrad/func/_guards.py)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -182,7 +183,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                 raise
 
         with transform_scope():
-            ck = _trace_cache.call_key("vmap", statics, func, args, kwargs, flat=(leaves, treedef))
+            ck = _trace_cache.call_key("vmap", statics, func, args, kwargs, flat=(leaves, treedef), box=box)
             arrays = [array_of(leaves[i]) for i in batched]
             keys = None
             if randomness == "different":
@@ -194,7 +195,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                 out = _chunked(run, keys, arrays, axes, size, chunk_size, out_dims)
         return jax.tree_util.tree_map(lambda a: wrap(a, dev), out)
 
-    return wrapper
+    return _guards.give_box(wrapper)
 
 
 def _chunked(run, keys, arrays, axes, size, chunk, out_dims):

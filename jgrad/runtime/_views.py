@@ -347,11 +347,12 @@ def regenerate(t, history=None):
     None: when grad mode is on. Under a JAX trace the regeneration is staged into it (the trace reads the
     storage's root, so a cached trace reads it anew), and the view is remembered for ``forget_traced_views``."""
     a = t._alias
+    if not _trace_log.active[0]:  # no jgrad.func trace on any thread: the common case
+        return _regenerate(t, history, a)
     before = (t._grad_fn, t._output_nr, t._req, a.fn_stale)
     _regenerate(t, history, a)
     d = t._data
-    if _trace_log.active[0] and isinstance(d, jax.core.Tracer) and not isinstance(a.storage.root._data,
-                                                                                   jax.core.Tracer):
+    if isinstance(d, jax.core.Tracer) and not isinstance(a.storage.root._data, jax.core.Tracer):
         _TRACED_VIEWS.append((weakref.ref(t), d, before))
 
 
