@@ -22,7 +22,6 @@ the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
 from __future__ import annotations
 
 import collections
-import contextlib
 
 import jax
 import jax.numpy as jnp

@@ -52,13 +52,13 @@ _generation = [0]  # clear() makes every record older than the cache
 class Guards:
     """What one walk of ``func`` read (see the module docstring), and that walk's results."""
 
-    __slots__ = ("ok", "box", "func", "gen", "getters", "owners", "attr_vals", "dicts", "dict_lens", "dict_keys",
+    __slots__ = ("ok", "func", "gen", "getters", "owners", "attr_vals", "dicts", "dict_lens", "dict_keys",
                  "dict_vals", "seqs", "seq_lens", "seq_vals", "cells", "cell_vals", "typed", "types", "globs",
                  "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
 
-    def __init__(self, box, func):
+    def __init__(self, func):
         self.ok = True
-        self.box, self.func, self.gen = box, func, _generation[0]
+        self.func, self.gen = func, _generation[0]
         self.getters, self.owners, self.attr_vals = [], [], []
         self.dicts, self.dict_lens, self.dict_keys, self.dict_vals = [], [], [], []
         self.seqs, self.seq_lens, self.seq_vals = [], [], []
@@ -221,10 +221,10 @@ def memo_of(box, func):
     return m if m is not None and m.func is func else None
 
 
-def remember(g):
+def remember(g, box):
     if g.ok:
         g.finish()
-        g.box[0] = g
+        box[0] = g
 
 
 def clear():

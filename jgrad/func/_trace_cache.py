@@ -18,21 +18,21 @@ is the same (``call_key``):
   float32 matmul precision (inside an autocast region or a dual level a call is not cached).
 
 Anything it cannot key (a tracer, a large NumPy array, a walk of more than ``_BUDGET`` objects) makes the
-call uncached: it is traced as before. The arrays of tensors the function read (its jaxpr's constants) are
+call uncached: it is traced as before. The walk of the function is done in full only when something it read
+last time changed (``_guards``: the transform keeps a record of it); otherwise the last key is reused. The arrays of tensors the function read (its jaxpr's constants) are
 re-read on every cached call (``jgrad.runtime._trace_log`` records which tensor each came from), so an
 in-place update between calls is seen; a trace that drew random numbers, ran a module hook, read a value on
 the host, ran a backward pass or wrote into a tensor it did not make is never cached. docs/functional.md
 states the rule.
 
-Imports ``_tensor``, ``nn.Module``, grad mode, ``_dtype``, ``_segment``, ``_dispatch`` and ``ops.linalg`` (the
-modes a trace depends on): the library layer.
+Imports ``_tensor``, ``nn.Module``, grad mode, ``_dtype``, ``_segment``, ``_dispatch``, ``ops.linalg`` (the
+modes a trace depends on) and ``_guards``: the library layer.
 """
 from __future__ import annotations
 
 import collections
 import functools
 import os
-import sys
 import sysconfig
 import types
 import weakref
@@ -369,13 +369,13 @@ def _function_key(w, func, box):
         w.refs.extend(m.refs)
         w.budget -= m.used
         return m.fk, m
-    g = w.g = _guards.Guards(box, func)
+    g = w.g = _guards.Guards(func)
     try:
         fk = _Key(_fp(w, func, 0))
     finally:
         w.g = None
     g.fk, g.refs, g.used = fk, list(w.refs), _BUDGET - w.budget
-    _guards.remember(g)
+    _guards.remember(g, box)
     return fk, None
 
 
