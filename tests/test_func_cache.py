@@ -222,3 +222,246 @@ def test_modules_and_what_is_never_cached():
         assert c.traces == 2 and len(seen) == 2
     finally:
         h.remove()
+
+
+G_TENSOR = None  # a global the function below reads: rebound to another tensor in one case
+
+
+class _Holder:
+    def __init__(self):
+        self.s = 2.0
+
+    def loss(self, a):
+        return (a * self.s).sum()
+
+
+def _cases():
+    """(name, loss of ``a`` whose gradient is ``scale * ones``, a change after which the scale is 3.0, whether the
+    change must trace again): each change reaches what the trace cache's first-level check remembers."""
+    cases = []
+
+    def cell():
+        s = 2.0
+
+        def f(a):
+            return (a * s).sum()
+
+        def change():
+            nonlocal s
+            s = 3.0
+        return f, change
+    cases.append(("closure cell rebound", cell, True))
+
+    def cell_tensor():
+        box = [jg.tensor(2.0)]
+        t = box[0]
+
+        def f(a):
+            return (a * t).sum()
+
+        def change():
+            nonlocal t
+            t = jg.tensor(3.0)
+        return f, change
+    cases.append(("closure cell rebound to another tensor", cell_tensor, True))
+
+    def global_tensor():
+        global G_TENSOR
+        G_TENSOR = jg.tensor(2.0)
+
+        def f(a):
+            return (a * G_TENSOR).sum()
+
+        def change():
+            global G_TENSOR
+            G_TENSOR = jg.tensor(3.0)
+        return f, change
+    cases.append(("global rebound to another tensor", global_tensor, True))
+
+    def mapping():
+        cfg = {"s": 2.0}
+        return (lambda a: (a * cfg["s"]).sum()), (lambda: cfg.__setitem__("s", 3.0))
+    cases.append(("dict mutated in place", mapping, True))
+
+    def renamed_key():
+        cfg = {"x": 3.0, "s": 2.0}
+
+        def f(a):
+            return (a * cfg.get("s", 3.0)).sum()
+
+        def change():
+            cfg["t"] = cfg.pop("s")  # the same values (the same objects) in the same order, another key
+        return f, change
+    cases.append(("dict key replaced", renamed_key, True))
+
+    def int_key():
+        cfg = {1: 2.0}
+
+        def f(a):
+            return (a * cfg.get(1, 3.0)).sum()
+
+        def change():
+            cfg[2] = cfg.pop(1)
+        return f, change
+    cases.append(("dict key (not a string) replaced", int_key, True))
+
+    def seq():
+        lst = [2.0]
+        return (lambda a: (a * lst[0]).sum()), (lambda: lst.__setitem__(0, 3.0))
+    cases.append(("list mutated in place", seq, True))
+
+    def array():
+        arr = np.array([2.0], dtype=np.float32)
+        return (lambda a: (a * float(arr[0])).sum()), (lambda: arr.__setitem__(0, 3.0))
+    cases.append(("small NumPy array written", array, True))
+
+    def attribute():
+        obj = _Holder()
+        return (lambda a: (a * obj.s).sum()), (lambda: setattr(obj, "s", 3.0))
+    cases.append(("object attribute rebound", attribute, True))
+
+    def bound_method():
+        obj = _Holder()
+        return obj.loss, (lambda: setattr(obj, "s", 3.0))
+    cases.append(("bound method's instance attribute", bound_method, True))
+
+    def defaults():
+        def f(a, s=2.0):
+            return (a * s).sum()
+        return f, (lambda: setattr(f, "__defaults__", (3.0,)))
+    cases.append(("defaults replaced", defaults, True))
+
+    def kwdefaults():
+        def f(a, *, s=2.0):
+            return (a * s).sum()
+        return f, (lambda: f.__kwdefaults__.__setitem__("s", 3.0))
+    cases.append(("keyword defaults mutated in place", kwdefaults, True))
+
+    def code():
+        def f(a):
+            return (a * 2.0).sum()
+
+        def g(a):
+            return (a * 3.0).sum()
+        return f, (lambda: setattr(f, "__code__", g.__code__))
+    cases.append(("code replaced", code, True))
+
+    def partial():
+        import functools
+        p = functools.partial(lambda a, s: (a * s).sum(), s=2.0)
+        return p, (lambda: p.keywords.__setitem__("s", 3.0))
+    cases.append(("partial's keywords mutated", partial, True))
+
+    def set_data():
+        t = jg.tensor(2.0)
+        return (lambda a: (a * t).sum()), (lambda: setattr(t, "data", jg.tensor(3.0)))
+    cases.append(("tensor.data replaced (same shape: re-read, no trace)", set_data, False))
+
+    def dtype_data():
+        t = jg.tensor(2.0)
+        return (lambda a: (a * t).sum()), (lambda: setattr(t, "data", jg.tensor(3.0, dtype=jg.float64)))
+    cases.append(("tensor.data replaced by another dtype", dtype_data, True))
+
+    def submodule():
+        class Mul(jg.nn.Module):
+            def __init__(self, s):
+                super().__init__()
+                self.s = jg.nn.Parameter(jg.tensor(s))
+
+            def forward(self, a):
+                return a * self.s
+        m = jg.nn.Sequential(Mul(2.0))
+        return (lambda a: m(a).sum()), (lambda: m.__setitem__(0, Mul(3.0)) if hasattr(m, "__setitem__")
+                                        else setattr(m, "0", Mul(3.0)))
+    cases.append(("submodule replaced", submodule, True))
+    return cases
+
+
+def test_first_level_check_sees_every_change():
+    """The key's first-level check (``_guards``) reuses the last walk of the function only when nothing it read
+    changed: each kind of change below must give the new gradient (3.0) on the next call."""
+    a = jg.ones(3)
+    for name, make, traces in _cases():
+        f, change = make()
+        g = F.grad(f)
+        with Calls() as c:
+            close(g(a), np.full(3, 2.0))
+            close(g(a), np.full(3, 2.0))
+        assert (c.traces, c.hits) == (1, 1), name
+        change()
+        with Calls() as c:
+            assert np.allclose(g(a).numpy(), 3.0), name
+            close(g(a), np.full(3, 3.0))
+        assert (c.traces, c.hits) == ((1, 1) if traces else (0, 2)), name
+    # a requires_grad flag flipped on a closure tensor is another key (the result is the same)
+    t = jg.tensor(2.0)
+    g = F.grad(lambda a: (a * t).sum())
+    with Calls() as c:
+        g(a), g(a)
+        t.requires_grad_(True)
+        close(g(a), np.full(3, 2.0))
+    assert (c.traces, c.hits) == (2, 1)
+
+
+def test_first_level_check_never_matches_a_new_object_at_an_old_address():
+    """A tensor replaced by a new one (which may be allocated where the old one was) is read anew."""
+    d = {"w": jg.tensor([1.0, 2.0])}
+    g = F.grad(lambda a: (a * d["w"]).sum())
+    a = jg.ones(2)
+    for k in range(4):
+        close(g(a), [1.0 + k, 2.0 + k])
+        d["w"] = None
+        d["w"] = jg.tensor([2.0 + k, 3.0 + k])
+
+
+class _Slot:
+    __slots__ = ("view",)  # the key walks an object without a __dict__ by identity only: it never reads the view
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_stale_view_read_inside_a_transform_keeps_a_concrete_array(requires_grad):
+    """A view made stale by a write to its base, first read inside a transform (its key did not read it), is
+    regenerated in the trace, and made stale again when the trace ends: it never keeps a tracer, and reads
+    its base's value afterwards."""
+    base_np = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    base = jg.tensor(base_np, requires_grad=requires_grad)
+    holder = _Slot()
+    holder.view = base[:, 1:]
+    g = F.grad(lambda a: (a * holder.view).sum())
+    calls = Calls().__enter__()
+    for scale in (2.0, -3.0):
+        with jg.no_grad():
+            base.mul_(scale)  # the view is stale now
+        base_np = base_np * scale
+        close(g(jg.ones(2, 2)), base_np[:, 1:])
+        assert not isinstance(holder.view._data, jax.core.Tracer)  # stale again, or concrete
+        np.testing.assert_array_equal((holder.view * 1.0).detach().numpy(), base_np[:, 1:])
+        np.testing.assert_array_equal(holder.view.detach().numpy(), base_np[:, 1:])
+        assert isinstance(holder.view._data, jax.Array) and not isinstance(holder.view._data, jax.core.Tracer)
+    calls.__exit__()
+    assert (calls.traces, calls.hits) == (1, 1)  # the second call re-reads the view's storage
+
+
+def test_first_level_record_lives_with_the_transform():
+    """The record of the function's last walk is the transform's: a tensor the function no longer reaches is
+    freed after the next call, and everything once the transformed function is gone (no global table; no
+    cycle either: reference counting frees them)."""
+    import weakref
+
+    class Box:
+        pass
+
+    holder = Box()
+    holder.w = jg.tensor([1.0, 2.0])
+    old = weakref.ref(holder.w)
+    g = F.grad(lambda a: (a * holder.w).sum())
+    a = jg.ones(2)
+    close(g(a), [1.0, 2.0])
+    holder.w = jg.tensor([3.0, 4.0])
+    close(g(a), [3.0, 4.0])
+    assert old() is None
+    last = weakref.ref(holder.w)
+    holder.w = None  # only the record of the last call holds the tensor now
+    assert last() is not None
+    del g
+    assert last() is None

@@ -26,7 +26,7 @@ import numpy as np
 from ._functional import array_of, first_device, is_tensor, outputs_to_arrays, run, transform_scope, wrap
 from ..core._tensor import Tensor
 from ._vmap import check_randomness as _check_randomness, randomness_scope as _randomness_scope, vmap
-from . import _trace_cache, _vmap
+from . import _guards, _trace_cache, _vmap
 from ._trace_cache import clear_trace_cache, trace_cache_info
 from ..runtime import _forward_ad  # noqa: F401  (autograd.forward_ad's rule in the op door)
 from .. import autograd as _autograd, ops as _ops
@@ -102,6 +102,7 @@ class _Aux:
 # ---- grad ---------------------------------------------------------------------------------------------------------
 def grad_and_value(func, argnums=0, has_aux=False):
     """``func``'s gradient w.r.t. ``args[argnums]`` and its value: ``jax.value_and_grad`` of its ops."""
+    box = _guards.new_box()  # the record of func's last key (jgrad/func/_guards.py)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -122,9 +123,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
             return array_of(out), (aux_box.pack(aux) if has_aux else [])
 
         with transform_scope():
-            ck = _trace_cache.call_key("grad_and_value", (argnums, has_aux), func, args, kwargs)
-            (value, aux), g = run(jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True), *trees,
-                                  cache=ck, boxes=(aux_box,))
+            ck = _trace_cache.call_key("grad_and_value", (argnums, has_aux), func, args, kwargs, box=box)
+            (value, aux), g = run(lambda *t: jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True)(*t),
+                                  *trees, cache=ck, boxes=(aux_box,))
         grads = [_rebuild_tree(gt, dv) for gt, dv in zip(g, devs)]
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
         value = wrap(value, dev)
@@ -132,7 +133,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             return grads, (value, aux_box.unpack(aux, dev))
         return grads, value
 
-    return wrapper
+    return _guards.give_box(wrapper)
 
 
 def _rebuild_tree(tree, devs):
@@ -149,7 +150,7 @@ def grad(func, argnums=0, has_aux=False):
         g, v = gv(*args, **kwargs)
         return (g, v[1]) if has_aux else g
 
-    return wrapper
+    return _guards.give_box(wrapper)
 
 
 # ---- vjp, jvp, linearize -----------------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def vjp(func, *primals, has_aux=False):
         return arrs, (aux_box.pack(aux) if has_aux else [])
 
     with transform_scope():  # the pullback is a pytree of residual arrays: it crosses run() as data
-        ck = _trace_cache.call_key("vjp", (has_aux,), func, primals)
+        ck = _trace_cache.call_key("vjp", (has_aux,), func, primals, box=_guards.box_of(func))
         out, pullback, aux = run(lambda *t: jax.vjp(jf, *t, has_aux=True), *trees, cache=ck,
                                  boxes=(aux_box, out_box))
     out_tree = out_box[-1]
@@ -221,8 +222,13 @@ def _jvp_inputs(primals, tangents, what):
         if p.shape != t.shape:
             raise RuntimeError(f"{what}: Expected primals and tangents to have the same shape, got "
                                f"{list(p.shape)} and {list(t.shape)}")
-    ttrees = jax.tree_util.tree_map(lambda p, t: t.astype(p.dtype), ptrees, ttrees)
+    ttrees = jax.tree_util.tree_map(_as_dtype_of, ptrees, ttrees)
     return nums, ptrees, ttrees, devs
+
+
+def _as_dtype_of(p, t):
+    """The tangent ``t`` in the primal's dtype (as it is already, most often: then no conversion is dispatched)."""
+    return t if t.dtype == p.dtype and not getattr(t, "weak_type", False) else t.astype(p.dtype)
 
 
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
@@ -241,7 +247,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         return arrs, (aux_box.pack(aux) if has_aux else [])
 
     with transform_scope():
-        ck = _trace_cache.call_key("jvp", (has_aux,), func, (tuple(primals), tuple(tangents)))
+        ck = _trace_cache.call_key("jvp", (has_aux,), func, (tuple(primals), tuple(tangents)),
+                                   box=_guards.box_of(func))
         out, tan, aux = run(lambda p, t: jax.jvp(jf, p, t, has_aux=True), tuple(ptrees), tuple(ttrees), cache=ck,
                             boxes=(aux_box, out_box))
     tree = out_box[-1]
@@ -264,7 +271,7 @@ def linearize(func, *primals):
         return arrs
 
     with transform_scope():
-        ck = _trace_cache.call_key("linearize", (), func, primals)
+        ck = _trace_cache.call_key("linearize", (), func, primals, box=_guards.box_of(func))
         out, lin = run(lambda *t: jax.linearize(jf, *t), *trees, cache=ck, boxes=(out_box,))
     tree = out_box[-1]
 
@@ -279,6 +286,8 @@ def linearize(func, *primals):
 
 # ---- Jacobians and Hessians -----------------------------------------------------------------------------------
 def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
+    box = _guards.new_box()
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         what = f"{name}(f, ...)(*args)"
@@ -297,8 +306,9 @@ def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
 
         kw = {"chunk_size": chunk_size} if chunk_size is not None and name == "jacrev" else {}
         with transform_scope():
-            ck = _trace_cache.call_key(name, (argnums, has_aux, chunk_size), func, args, kwargs)
-            jac, aux = run(_jac_call(jax_jac, jf, len(nums), kw), *trees, cache=ck, boxes=(aux_box, out_box))
+            ck = _trace_cache.call_key(name, (argnums, has_aux, chunk_size), func, args, kwargs, box=box)
+            jac, aux = run(lambda *t: _jac_call(jax_jac, jf, len(nums), kw)(*t), *trees, cache=ck,
+                           boxes=(aux_box, out_box))
         out_tree = out_box[-1]
         # jac: one entry per output leaf, each a tuple over argnums of trees of arrays
         per_out = []
@@ -308,7 +318,7 @@ def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
         res = jax.tree_util.tree_unflatten(out_tree, per_out)
         return (res, aux_box.unpack(aux, dev)) if has_aux else res
 
-    return wrapper
+    return _guards.give_box(wrapper)
 
 
 def _jac_call(jax_jac, jf, n, kw):
@@ -356,7 +366,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         with _randomness_scope("same" if randomness == "different" else randomness):
             return jac(*args, **kwargs)
 
-    return wrapper
+    return _guards.give_box(wrapper)
 
 
 def hessian(func, argnums=0):

@@ -22,7 +22,6 @@ the same idea with a ``jax.custom_vjp`` whose backward is jgrad's own engine.
 from __future__ import annotations
 
 import collections
-import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -72,26 +71,44 @@ def advance_outside_trace(gen):
         return gen._advance()
 
 
-@contextlib.contextmanager
-def transform_scope():
+class transform_scope:
     """What every transform call runs under: eager dispatch, jgrad's 64-bit scope, backward on this thread,
-    random draws on the concrete generator state."""
-    stack = getattr(_random._key_hooks, "stack", None)
-    if stack is None:
-        stack = _random._key_hooks.stack = []
-    prev_mt = _state.multithreading_enabled
-    _state.multithreading_enabled = False
-    stack.append(advance_outside_trace)
-    try:
-        if _segment.auto[0]:  # leaving "auto" mode runs the pending work: the inputs are read before the trace
-            with _segment.execution_mode("eager"), _dtype.x64_scope():
-                yield
-        else:
-            with _dtype.x64_scope():
-                yield
-    finally:
-        stack.pop()
-        _state.multithreading_enabled = prev_mt
+    random draws on the concrete generator state. (A class, not a generator: it runs on every call.)"""
+
+    __slots__ = ("stack", "prev_mt", "x64", "eager")
+
+    def __enter__(self):
+        stack = getattr(_random._key_hooks, "stack", None)
+        if stack is None:
+            stack = _random._key_hooks.stack = []
+        self.stack, self.prev_mt, self.x64, self.eager = stack, _state.multithreading_enabled, None, None
+        _state.multithreading_enabled = False
+        stack.append(advance_outside_trace)
+        try:
+            if _segment.auto[0]:  # leaving "auto" mode runs the pending work: the inputs are read before the trace
+                eager = _segment.execution_mode("eager")
+                eager.__enter__()
+                self.eager = eager
+            x64 = _dtype.x64_scope()
+            x64.__enter__()
+            self.x64 = x64
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.x64 is not None:
+                self.x64.__exit__(None, None, None)
+        finally:
+            try:
+                if self.eager is not None:
+                    self.eager.__exit__(None, None, None)
+            finally:
+                self.stack.pop()
+                _state.multithreading_enabled = self.prev_mt
+        return False
 
 
 #: str(jaxpr) -> the jitted evaluator of that traced structure (least recently used first).
@@ -169,9 +186,10 @@ def _restore(box, state):
 
 def _forget_traced_offsets():
     """Views made while tracing cache their offset arrays (``_views.offsets``) as tracers of that trace: drop
-    them, so that later calls make concrete ones."""
+    them, so that later calls make concrete ones; views regenerated in the trace do not keep its tracers."""
     for k in [k for k, v in _views._OFFSETS.items() if isinstance(v, jax.core.Tracer)]:
         _views._OFFSETS.pop(k, None)
+    _views.forget_traced_views()  # and views of concrete memory regenerated in the trace: stale again
 
 
 def outputs_to_arrays(out, what):

@@ -18,21 +18,21 @@ is the same (``call_key``):
   float32 matmul precision (inside an autocast region or a dual level a call is not cached).
 
 Anything it cannot key (a tracer, a large NumPy array, a walk of more than ``_BUDGET`` objects) makes the
-call uncached: it is traced as before. The arrays of tensors the function read (its jaxpr's constants) are
+call uncached: it is traced as before. The walk of the function is done in full only when something it read
+last time changed (``_guards``: the transform keeps a record of it); otherwise the last key is reused. The arrays of tensors the function read (its jaxpr's constants) are
 re-read on every cached call (``jgrad.runtime._trace_log`` records which tensor each came from), so an
 in-place update between calls is seen; a trace that drew random numbers, ran a module hook, read a value on
 the host, ran a backward pass or wrote into a tensor it did not make is never cached. docs/functional.md
 states the rule.
 
-Imports ``_tensor``, ``nn.Module``, grad mode, ``_dtype``, ``_segment``, ``_dispatch`` and ``ops.linalg`` (the
-modes a trace depends on): the library layer.
+Imports ``_tensor``, ``nn.Module``, grad mode, ``_dtype``, ``_segment``, ``_dispatch``, ``ops.linalg`` (the
+modes a trace depends on) and ``_guards``: the library layer.
 """
 from __future__ import annotations
 
 import collections
 import functools
 import os
-import sys
 import sysconfig
 import types
 import weakref
@@ -48,6 +48,7 @@ from ..core._recorder import Buffer
 from ..nn.module import Module
 from ..runtime import _dispatch, _segment, _trace_log
 from ..ops import linalg as _linalg
+from . import _guards
 
 __all__ = ["call_key", "clear_trace_cache", "trace_cache_info", "MAX_TRACES"]
 
@@ -63,6 +64,7 @@ _stats = {"traces": 0, "hits": 0, "uncached": 0}
 def clear_trace_cache() -> None:
     """Forget every cached trace of ``jgrad.func`` (the compiled executables stay)."""
     TRACES.clear()
+    _guards.clear()
 
 
 def trace_cache_info() -> dict:
@@ -76,13 +78,14 @@ class Uncacheable(Exception):
 
 
 class _Walk:
-    __slots__ = ("refs", "budget", "seen", "tensors")
+    __slots__ = ("refs", "budget", "seen", "tensors", "g")
 
     def __init__(self):
         self.refs = []        # what the key names by identity: weakrefs, or the objects themselves
         self.budget = _BUDGET
         self.seen = set()     # ids of containers and functions on the current path (cycles)
         self.tensors = {}     # id -> the tensors the function can reach (closure, globals, attributes)
+        self.g = None         # the _guards.Guards recording this walk of a function, or None
 
     def ref(self, x):
         try:
@@ -112,11 +115,15 @@ def _fp(w, x, depth):
     if i in w.seen:
         return "cycle", i
     if t in (tuple, list) or isinstance(x, (tuple, list)):
+        if w.g is not None:
+            w.g.seq(x) if isinstance(x, list) else w.g.tuple_like(x)
         w.seen.add(i)
         r = t, tuple([_fp(w, e, depth) for e in x])
         w.seen.discard(i)
         return r
     if isinstance(x, dict):
+        if w.g is not None:
+            w.g.mapping(x)
         if not x:
             return t, ()
         w.seen.add(i)
@@ -125,10 +132,14 @@ def _fp(w, x, depth):
         w.seen.discard(i)
         return r
     if isinstance(x, (set, frozenset)):
+        if w.g is not None and t is not frozenset:
+            w.g.seq(x)
         return t, frozenset(_fp(w, e, depth) for e in x)
     if isinstance(x, types.FunctionType):
         return _function(w, x, depth)
     if isinstance(x, functools.partial):
+        if w.g is not None:
+            w.g.partial(x)
         return "partial", _fp(w, x.func, depth), _fp(w, x.args, depth), _fp(w, x.keywords, depth)
     if isinstance(x, types.MethodType):
         return "method", _fp(w, x.__func__, depth), _fp(w, x.__self__, depth)
@@ -137,16 +148,23 @@ def _fp(w, x, depth):
     if isinstance(x, np.ndarray):
         if x.nbytes > _NUMPY_BYTES or x.dtype == object:
             raise Uncacheable
-        return "ndarray", x.shape, x.dtype.str, x.tobytes()
+        r = "ndarray", x.shape, x.dtype.str, x.tobytes()
+        if w.g is not None:
+            w.g.ndarray(x, r)
+        return r
     if isinstance(x, np.generic):
         return t, x.item()
     if isinstance(x, (types.ModuleType, type, jax.Array)) or not hasattr(x, "__dict__"):
         w.ref(x)  # a Python module, a class, an immutable array, or an object without attributes to walk
+        if w.g is not None:
+            w.g.typed_obj(x)
         return "id", t, i
     if isinstance(x, Module):
         return _module(w, x, t, i, depth)
     # Another object: its identity and the values of its attributes, so that a rebound attribute is seen.
     w.ref(x)
+    if w.g is not None:
+        w.g.obj(x)
     w.seen.add(i)
     r = "obj", t, i, _fp(w, vars(x), depth)
     w.seen.discard(i)
@@ -163,10 +181,17 @@ def _module(w, m, t, i, depth):
     """A module: its identity, ``training`` flag, parameters, buffers, submodules and other attributes. One
     with hooks is not cached (they run on every call), so its hook dicts are only looked at."""
     d = vars(m)
+    g = w.g
     for h in _MODULE_HOOKS:
-        if d.get(h):
+        hooks = d.get(h)
+        if hooks:
             raise Uncacheable
+        if g is not None and hooks is not None:
+            g.mapping(hooks)  # a hook registered later fills this dict in place
     w.ref(m)
+    if g is not None:
+        g.obj(m)
+        g.mapping(d)
     w.seen.add(i)
     parts = []
     for k, v in d.items():  # the common cases inline: this runs for every module on every call
@@ -178,10 +203,16 @@ def _module(w, m, t, i, depth):
         elif tv is bool or tv is int:
             parts.append((k, tv, v))
         elif tv in _DICTS and not v:
+            if g is not None:
+                g.mapping(v)
             parts.append((k, _EMPTY_DICT))
         elif k == "_parameters" or k == "_buffers":
+            if g is not None:
+                g.mapping(v)
             parts.append((k, tuple([(n, None if p is None else _tensor(w, p)) for n, p in v.items()])))
         elif k == "_modules":
+            if g is not None:
+                g.mapping(v)
             parts.append((k, tuple([(n, None if c is None else _fp(w, c, depth)) for n, c in v.items()])))
         else:
             parts.append((k, _fp(w, v, depth)))
@@ -195,7 +226,10 @@ def _tensor(w, x):
     i = id(x)
     w.refs.append(weakref.ref(x))
     w.tensors[i] = x
-    return "T", i, type(x), _aval(x), x._req
+    av = _aval(x)
+    if w.g is not None:
+        w.g.tensor(x, av)
+    return "T", i, type(x), av, x._req
 
 
 def _function(w, f, depth):
@@ -204,11 +238,16 @@ def _function(w, f, depth):
     try:
         code = f.__code__
         cells = f.__closure__
+        if w.g is not None:
+            w.g.function(f)
         parts = [code, _fp(w, f.__defaults__, depth), _fp(w, f.__kwdefaults__, depth),
                  tuple([_cell(w, c, depth) for c in cells]) if cells else ()]
-        if depth < _GLOBAL_DEPTH and not _is_library(f.__module__):
+        if depth < _GLOBAL_DEPTH and not _is_library(code.co_filename):
             g = f.__globals__
-            for name in _global_names(code):
+            names = _global_names(code)
+            if w.g is not None:
+                w.g.named_globals(g, names)
+            for name in names:
                 if name in g:
                     parts.append((name, _fp(w, g[name], depth + 1)))
     finally:
@@ -217,6 +256,8 @@ def _function(w, f, depth):
 
 
 def _cell(w, c, depth):
+    if w.g is not None:
+        w.g.cell(c)
     try:
         v = c.cell_contents
     except ValueError:  # an empty cell (a name not assigned yet)
@@ -225,21 +266,19 @@ def _cell(w, c, depth):
 
 
 @functools.lru_cache(maxsize=1024)
-def _is_library(module):
-    """Whether functions of ``module`` are a library's (jgrad, an installed package, the standard library):
-    their globals are not the user's state, and walking them would cost every call."""
-    if not module:
-        return False
-    if module == "jgrad" or module.startswith("jgrad."):
-        return True
-    mod = sys.modules.get(module.partition(".")[0])
-    path = getattr(mod, "__file__", None) or ""
-    if not path:
-        return module in sys.builtin_module_names
-    path = os.path.abspath(path)
-    return "site-packages" in path or "dist-packages" in path or path.startswith(_STDLIB)
+def _is_library(filename):
+    """Whether functions whose code is in ``filename`` are a library's (jgrad, an installed package, the standard
+    library): their globals are not the user's state, and walking them would cost every call. By the code's
+    file, not ``__module__``: ``functools.wraps`` gives a wrapper (every ``jgrad.func`` transform) the module of
+    the function it wraps."""
+    if not filename or filename.startswith("<"):  # typed in, exec'd, a notebook cell: the user's; frozen: stdlib
+        return filename.startswith("<frozen")
+    path = os.path.abspath(filename)
+    return (path.startswith(_JGRAD) or "site-packages" in path or "dist-packages" in path
+            or path.startswith(_STDLIB))
 
 
+_JGRAD = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
 
 
@@ -265,10 +304,19 @@ def _modes():
 class CallKey:
     """A transform call's key, what it names by identity, and its tensor arguments (by leaf position)."""
 
-    __slots__ = ("key", "refs", "leaves", "positions", "tensors")
+    __slots__ = ("key", "refs", "leaves", "positions", "_tensors", "_memo")
 
-    def __init__(self, key, refs, leaves, positions, tensors):
-        self.key, self.refs, self.leaves, self.positions, self.tensors = key, refs, leaves, positions, tensors
+    def __init__(self, key, refs, leaves, positions, tensors, memo=None):
+        self.key, self.refs, self.leaves, self.positions, self._tensors = key, refs, leaves, positions, tensors
+        self._memo = memo
+
+    @property
+    def tensors(self):
+        """id -> the tensors the function and the non-tensor arguments reach (read only when a trace is kept)."""
+        if self._memo is not None:
+            self._tensors.update(self._memo.tensors_now())
+            self._memo = None
+        return self._tensors
 
 
 #: The key of a pure JAX function of its arguments (a vjp's pullback, a linearized function): what it computes
@@ -276,29 +324,74 @@ class CallKey:
 PURE = CallKey(("pure",), (), (), {}, {})
 
 
-def call_key(tag, statics, func, args, kwargs=None):
+def call_key(tag, statics, func, args, kwargs=None, flat=None, box=None):
     """The key of calling transform ``tag`` (with ``statics``) of ``func`` on ``args``/``kwargs``, or None when
-    the call cannot be cached (it is then traced as before)."""
-    w = _Walk()
+    the call cannot be cached (it is then traced as before). ``flat``: ``args`` flattened (tensors as leaves),
+    when the caller has it; ``box``: where the transform keeps the record of ``func``'s last walk
+    (``_guards``), if it has one."""
     try:
-        fk = _fp(w, (statics, func), 0)
-        leaves, treedef = jax.tree_util.tree_flatten((tuple(args), kwargs or {}), is_leaf=_is_tensor)
+        leaves, treedef = flat or jax.tree_util.tree_flatten(tuple(args), is_leaf=_is_tensor)
+        if kwargs:
+            kl, kt = jax.tree_util.tree_flatten(kwargs, is_leaf=_is_tensor)
+            leaves, treedef = leaves + kl, (treedef, kt)
         sig = []
         positions = {}
         for n, x in enumerate(leaves):
             if isinstance(x, Tensor):
-                if isinstance(x._data, jax.core.Tracer):  # inside another transform: it compiles the whole
-                    return None
+                d = x._data
+                if d is None or type(d) is Buffer:
+                    d = x._value  # see _aval
+                if isinstance(d, jax.core.Tracer):
+                    return None  # inside another transform: it compiles the whole
                 first = positions.setdefault(id(x), n)
-                sig.append((type(x), _aval(x), x._device, x._req, first))
+                sig.append((type(x), d.shape, d.dtype, x._device, x._req, first))
             else:
-                sig.append(_fp(w, x, 0))
-        key = (tag, fk, treedef, tuple(sig), _modes())
-        hash(key)
+                sig.append(x)  # keyed below, once the function is known to be cacheable
+        w = _Walk()
+        fk, memo = _function_key(w, func, box)
+        for n, x in enumerate(leaves):
+            if not isinstance(x, Tensor):
+                sig[n] = _fp(w, x, 0)
+        key = _Key((tag, _fp(w, statics, 0), fk, treedef, tuple(sig), _modes()))
     except Exception:  # noqa: BLE001 - Uncacheable, an unhashable value, an object that refuses to be walked
         _stats["uncached"] += 1
         return None
-    return CallKey(key, w.refs, leaves, positions, w.tensors)
+    return CallKey(key, w.refs, leaves, positions, w.tensors, memo)
+
+
+def _function_key(w, func, box):
+    """The key of ``func`` (see the module docstring): its last walk's, when ``_guards`` finds that nothing the
+    walk read has changed since; else a new walk, recorded for the next call. Returns (key, record or None)."""
+    if box is None:
+        return _Key(_fp(w, func, 0)), None
+    m = _guards.memo_of(box, func)
+    if m is not None and m.holds(_aval):
+        w.refs.extend(m.refs)
+        w.budget -= m.used
+        return m.fk, m
+    g = w.g = _guards.Guards(func)
+    try:
+        fk = _Key(_fp(w, func, 0))
+    finally:
+        w.g = None
+    g.fk, g.refs, g.used = fk, list(w.refs), _BUDGET - w.budget
+    _guards.remember(g, box)
+    return fk, None
+
+
+class _Key:
+    """A key whose hash is computed once (the walk's tuples are deep; a cached call hashes its key three times)."""
+
+    __slots__ = ("k", "h")
+
+    def __init__(self, k):
+        self.k, self.h = k, hash(k)
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, other):
+        return self is other or (type(other) is _Key and self.h == other.h and self.k == other.k)
 
 
 def _aval(x):

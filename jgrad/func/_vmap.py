@@ -28,7 +28,7 @@ from ._functional import (advance_outside_trace, array_of, first_device, is_tens
                           transform_scope, wrap)
 from ..core._tensor import Tensor
 from ..runtime import _trace_log
-from . import _trace_cache
+from . import _guards, _trace_cache
 from .. import ops
 
 __all__ = ["vmap"]
@@ -146,11 +146,19 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
+    what = f"vmap({getattr(func, '__name__', 'f')}, in_dims={in_dims}, ...)(<inputs>)"
+    statics = (in_dims, out_dims, randomness, chunk_size)
+    last = [(None, None)]  # the arguments' structure last time and its in_dim per leaf
+    box = _guards.new_box()  # the record of func's last key (jgrad/func/_guards.py)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        what = f"vmap({getattr(func, '__name__', 'f')}, in_dims={in_dims}, ...)(<inputs>)"
         leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=is_tensor)
-        batched, axes, size = _batched_leaves(leaves, _leaf_dims(in_dims, args, what), what)
+        tree, dims = last[0]
+        if tree is None or tree != treedef:
+            dims = _leaf_dims(in_dims, args, what)
+            last[0] = treedef, dims
+        batched, axes, size = _batched_leaves(leaves, dims, what)
         devs = [x._device if isinstance(x, Tensor) else None for x in leaves]
         dev = first_device(leaves, devs)
 
@@ -166,14 +174,16 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         def run(keys, arrays, n):
             in_axes = (None if keys is None else 0,) + tuple(axes)
             try:
-                return _run(jax.vmap(jf, in_axes=in_axes, out_axes=out_dims, axis_size=n), keys, *arrays, cache=ck)
+                # the transform is made only when it is traced (a cached call does not)
+                return _run(lambda *a: jax.vmap(jf, in_axes=in_axes, out_axes=out_dims, axis_size=n)(*a), keys,
+                            *arrays, cache=ck)
             except ValueError as e:
                 if "out_axes" in str(e):
                     raise ValueError(f"{what}: out_dims={out_dims} is not compatible with the outputs: {e}") from None
                 raise
 
         with transform_scope():
-            ck = _trace_cache.call_key("vmap", (in_dims, out_dims, randomness, chunk_size), func, args, kwargs)
+            ck = _trace_cache.call_key("vmap", statics, func, args, kwargs, flat=(leaves, treedef), box=box)
             arrays = [array_of(leaves[i]) for i in batched]
             keys = None
             if randomness == "different":
@@ -185,7 +195,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
                 out = _chunked(run, keys, arrays, axes, size, chunk_size, out_dims)
         return jax.tree_util.tree_map(lambda a: wrap(a, dev), out)
 
-    return wrapper
+    return _guards.give_box(wrapper)
 
 
 def _chunked(run, keys, arrays, axes, size, chunk, out_dims):

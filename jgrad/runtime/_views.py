@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dispatch
+from . import _dispatch, _trace_log
 from ..core import _layout, _tensor
 from ..core._layout import Geometry, gather_chain, scatter_chain
 from ..core._dtype import x64_scope as _x64
@@ -335,12 +335,42 @@ class _StaleHistory(_node.Node):
         raise RuntimeError(self._stale_message)
 
 
+#: Views of concrete memory regenerated inside a jgrad.func trace, with their state before it:
+#: ``forget_traced_views`` makes them stale again when the trace ends (their arrays are its tracers).
+_TRACED_VIEWS: list = []
+
+
 def regenerate(t, history=None):
     """Give a member without a value its value: a view not read yet, or one a write made stale, whose history,
     when it has some, comes anew from its base (``AsStridedBackward0``, as PyTorch's). ``history``: the caller
     reads the history (an op recording, ``grad_fn``), so a view that may not get a new one raises now;
-    None: when grad mode is on."""
+    None: when grad mode is on. Under a JAX trace the regeneration is staged into it (the trace reads the
+    storage's root, so a cached trace reads it anew), and the view is remembered for ``forget_traced_views``."""
     a = t._alias
+    if not _trace_log.active[0]:  # no jgrad.func trace on any thread: the common case
+        return _regenerate(t, history, a)
+    before = (t._grad_fn, t._output_nr, t._req, a.fn_stale)
+    _regenerate(t, history, a)
+    d = t._data
+    if isinstance(d, jax.core.Tracer) and not isinstance(a.storage.root._data, jax.core.Tracer):
+        _TRACED_VIEWS.append((weakref.ref(t), d, before))
+
+
+def forget_traced_views():
+    """At the end of a trace: each view regenerated in it from concrete memory goes back to its state before
+    (stale, its shape and dtype kept), so that it never keeps a tracer, and regenerates when next read."""
+    while _TRACED_VIEWS:
+        ref, d, (grad_fn, output_nr, req, fn_stale) = _TRACED_VIEWS.pop()
+        t = ref()
+        if t is None or t._data is not d or t._alias is None:
+            continue
+        t._aval = _aval(tuple(d.shape), d.dtype)
+        t._data = None
+        t._grad_fn, t._output_nr, t._req = grad_fn, output_nr, req
+        t._alias.fn_stale = fn_stale
+
+
+def _regenerate(t, history, a):
     base = a.base
     if a.fn_stale and base is not None and base._req:
         if a.creation == DEFAULT:
