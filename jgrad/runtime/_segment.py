@@ -157,6 +157,7 @@ check_gate = [None, None]
 
 
 _executables = _run.ExecutableLRU()
+host_forms, add_host_form = _run.host_forms, _run.add_host_form  # (``_checks``: its kernels' host forms)
 
 
 def set_execution_mode(mode: str) -> None:
@@ -405,6 +406,7 @@ class Segment(Recorder):
         self.n_buffers = 0
         self.buffers = []       # weakrefs of the buffers, by index
         self.inputs = []        # the arrays (and dynamic scalars) the segment reads
+        self.scalars = {}       # input index -> the Python number a dynamic scalar input was made from
         self._slot = {}         # id(array) -> input index
         self.streams = {}       # stream -> index (part of the key)
         self.packs = {}         # input index -> the _segment_run.Pack whose flat array that input is
@@ -461,7 +463,10 @@ class Segment(Recorder):
                             refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
                                         else ("l", tx, x, "-"))
                             continue
-                        leaves[j] = x = _run.device_scalar(x, self.device)
+                        py, leaves[j] = x, _run.device_scalar(x, self.device)
+                        x = leaves[j]
+                        if _by_value(x):  # (always: a weakly typed array; its own slot, its own number)
+                            self.scalars[len(inputs)] = py
                     k = slot.get(id(x))
                     if k is None or _by_value(x):
                         if isinstance(x, _Tracer):
@@ -543,6 +548,7 @@ class Segment(Recorder):
             if self._slot.get(id(x)) == k:
                 del self._slot[id(x)]
             self.packs.pop(k, None)
+            self.scalars.pop(k, None)
         del self.inputs[n:]
 
     # ---- the barrier --------------------------------------------------------------------
@@ -604,7 +610,7 @@ class Segment(Recorder):
     def _drop(self):
         # Buffers keep their segment (owner): let go of what it holds.
         self.steps = self.inputs = self.buffers = self.gens = self.packs = None
-        self._slot = self.journal_map = None
+        self._slot = self.journal_map = self.scalars = None
 
     def _run(self, live, state):
         """Run the recorded steps once and bind ``live`` to their values."""
@@ -706,9 +712,21 @@ class Segment(Recorder):
         return tuple(out)
 
     def _interpret(self, out_idx, state):
-        """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
-        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(self.inputs, state)
-        return [vals[i] for i in out_idx]
+        """Run each step's own kernel, in order: what eager mode would have done, one dispatch each.
+
+        A dynamic scalar goes in as the Python number it was, as eager mode passes it: the kernel is then the one
+        eager mode compiled (an array in its place is a new signature, run uncompiled until it pays a compile)."""
+        ins = self.inputs
+        if self.scalars:
+            ins = list(ins)
+            for k, py in self.scalars.items():
+                ins[k] = py
+        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(ins, state)
+        out = [vals[i] for i in out_idx]
+        last = self.steps[-1]
+        if last[0] is _fail._gate and len(set(map(id, out))) < len(out):
+            _fail.unshare_gated(out, out_idx, last[3])
+        return out
 
     def _start_compile(self, entry, live, donate):
         steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers

@@ -42,6 +42,7 @@ import weakref
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..core._recorder import Buffer
 from . import _kernel_cache, _segment_run as _run
@@ -139,6 +140,40 @@ def _gate_body(ok, news, olds):
 _gate_body.__name__ = "gate of the in-place writes by the device-side checks"
 # A Kernel as the ops' are: a structure's first runs op by op interpret it rather than compile it (Note [New shapes])
 _gate = _kernel_cache.Kernel(_gate_body, tree=True)
+
+
+def _gate_on_host(ok, news, olds):
+    # Op by op on a CPU the flag is computed already and its read costs no transfer: while every check passed (the
+    # common case) the writes are the values, as the select would give them; else the select. The select's outputs
+    # are arrays of their own, so one written to two tensors (a view and its base) is two arrays here too: shared,
+    # the next segment would read it as one input, another structure than after a compiled run.
+    if not isinstance(ok, jax.Array) or not np.asarray(ok):
+        return _gate(ok, news, olds)
+    out, seen, again = list(news), {id(x) for x in olds}, []
+    for i, x in enumerate(out):
+        if id(x) in seen:
+            again.append(i)
+        seen.add(id(x))
+    if again:
+        for i, c in zip(again, jax.device_put([out[i] for i in again], may_alias=False)):
+            out[i] = c
+    return tuple(out)
+
+
+_run.add_host_form(_gate, _gate_on_host, permanent=True)
+
+
+def unshare_gated(out, out_idx, gated):
+    """An op-by-op run's live values ``out`` (of buffers ``out_idx``): a write the gate passed on as the very array
+    of another live buffer (``_gate_on_host``) gets its own copy, as the select would have given it."""
+    gated, seen, again = set(gated), set(), []
+    for pos in sorted(range(len(out)), key=lambda p: out_idx[p] in gated):  # (the gate's outputs last)
+        if id(out[pos]) in seen and out_idx[pos] in gated:
+            again.append(pos)
+        seen.add(id(out[pos]))
+    if again:
+        for pos, c in zip(again, jax.device_put([out[p] for p in again], may_alias=False)):
+            out[pos] = c
 
 
 def gated_writes(seg):

@@ -213,6 +213,20 @@ def device_scalar(x, device):
     return a
 
 
+#: id(kernel) -> (kernel, what runs in its place when a segment runs op by op on a CPU: the same result, read off values the host
+#: holds already): the gate of in-place writes (the writes themselves while the checks passed, with no select) and the
+#: device-side checks (``_checks``).
+host_forms: dict = {}
+
+
+def add_host_form(kernel, form, permanent=False):
+    """``form`` runs in place of ``kernel`` op by op on a CPU (kept while ``kernel`` lives: its id is the key)."""
+    if len(host_forms) > 4096:  # kernels of ever new static attributes (a check's bounds): the transient ones go
+        for k in [k for k, v in host_forms.items() if not v[2]]:
+            del host_forms[k]
+    host_forms[id(kernel)] = (kernel, form, permanent)
+
+
 def runner(steps, n_buffers, device=None):
     """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
 
@@ -222,6 +236,8 @@ def runner(steps, n_buffers, device=None):
     eager mode runs them; the others do not, as in eager mode: JAX keys its compiled kernels by the default
     device in effect, so a kernel called under it would compile again although eager mode had compiled it.
     """
+    forms = host_forms if device is not None and device.platform == "cpu" else {}
+
     def run(ins, state=None):
         vals = [None] * n_buffers
         sliced = {}
@@ -241,6 +257,10 @@ def runner(steps, n_buffers, device=None):
                     if v is None:
                         v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
                     args.append(v)
+            if forms:
+                form = forms.get(id(fn))
+                if form is not None and form[0] is fn:
+                    fn = form[1]
             if device is not None and not any(type(r) is int or r[0] == "s" for r in refs):
                 with jax.default_device(device):
                     res = fn(*_tree_unflatten(treedef, args))
