@@ -139,6 +139,10 @@ background_compile = True
 #: a short program, or one whose structures stop repeating, is not made slower than eager mode by compiles it
 #: cannot use. 0 compiles at the ``compile_after``-th barrier.
 compile_payback = 1.0
+#: Background compiles run at this much lower priority (a thread's nice value, Linux): on a machine whose cores are
+#: busy (the program's own threads, XLA's, other processes) a compile takes only what the program leaves, so that
+#: compiling does not slow the program it is for (it then finishes later). 0: the program's priority.
+compile_nice = 10
 #: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
 compile_prior = (0.3, 0.02)
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
@@ -278,7 +282,7 @@ def wait_compiles() -> None:
 
 
 # ---- background compiles: one at a time, each once it pays ---------------------------------
-_compiler = _run.CompileWorker()
+_compiler = _run.CompileWorker(lambda: compile_nice)
 _compiling = _compiler.threads  # the worker thread while one runs
 
 

@@ -147,8 +147,9 @@ def _gate_on_host(ok, news, olds):
     # common case) the writes are the values, as the select would give them; else the select. The select's outputs
     # are arrays of their own, so one written to two tensors (a view and its base) is two arrays here too: shared,
     # the next segment would read it as one input, another structure than after a compiled run.
-    if not isinstance(ok, jax.Array) or not np.asarray(ok):
-        return _gate(ok, news, olds)
+    if not isinstance(ok, jax.Array) or not np.asarray(ok) or any(
+            getattr(n, "dtype", None) != getattr(o, "dtype", None) for n, o in zip(news, olds)):
+        return _gate(ok, news, olds)  # (a failed check; a write of another dtype, which the select promotes)
     out, seen, again = list(news), {id(x) for x in olds}, []
     for i, x in enumerate(out):
         if id(x) in seen:

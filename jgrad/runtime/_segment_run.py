@@ -8,6 +8,7 @@ Also the worker that runs background compiles one at a time (``CompileWorker``).
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import warnings
@@ -105,9 +106,10 @@ class CompileWorker:
     take more than one core from the program, however many structures turn hot at once. Also what compiles cost:
     the seconds per op measured so far (``expected_seconds``)."""
 
-    def __init__(self):
+    def __init__(self, nice=lambda: 0):
         self.jobs, self.lock, self.worker, self.threads = [], threading.Lock(), None, set()
         self.seconds, self.ops = 0.0, 0
+        self.nice = nice  # () -> how much to lower the worker thread's priority (Linux: its nice value)
 
     def submit(self, job):
         with self.lock:
@@ -118,6 +120,7 @@ class CompileWorker:
                 t.start()
 
     def _work(self):
+        _lower_priority(self.nice())
         while True:
             with self.lock:
                 if not self.jobs:
@@ -150,6 +153,17 @@ class CompileWorker:
         if self.ops:
             per_op = (self.seconds + 100 * per_op) / (self.ops + 100)
         return base + per_op * ops
+
+
+def _lower_priority(nice):
+    """Raise this thread's nice value by ``nice`` (Linux, where a thread has its own; the threads XLA starts from it
+    inherit it): where the cores are busy, the program's own threads run first and the compile takes what is left."""
+    if nice > 0 and sys.platform.startswith("linux"):
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+        except (OSError, AttributeError):  # not permitted, or no such call: the compile runs at the program's priority
+            pass
 
 
 class ExecutableLRU:
