@@ -291,7 +291,12 @@ def _worth_compiling(entry):
     once its op-by-op runs cost ``compile_payback`` times what its compile is expected to."""
     if not background_compile or compile_payback <= 0:
         return True
-    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.ops, compile_prior)
+    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.weight, compile_prior)
+
+
+def _weight(steps):
+    """The ops a compile of ``steps`` costs: one a step, and a whole backward pass (one step) one per node."""
+    return sum(s[0].n_ops if type(s[0]).__name__ == "function" and hasattr(s[0], "n_ops") else 1 for s in steps)
 
 
 # ---- the structure trie ------------------------------------------------------------------
@@ -326,12 +331,13 @@ class _Entry:
     (``interp_seconds``, against which a compile is weighed) and why it was new."""
 
     __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read", "ops", "why", "seen_total",
-                 "compiled_runs", "interp_seconds")
+                 "compiled_runs", "interp_seconds", "weight")
 
-    def __init__(self, ops=0, why=""):
+    def __init__(self, ops=0, why="", weight=None):
         self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
         self.scalars_read = False  # a 0-d result was read on the host (_host_copies): compile host copies in
         self.ops, self.why = ops, why
+        self.weight = ops if weight is None else weight  # ops as a compile weighs them (``_weight``)
         self.seen_total = self.compiled_runs = 0  # (``seen`` restarts when its executable is evicted)
         self.interp_seconds = 0.0
 
@@ -625,7 +631,7 @@ class Segment(Recorder):
             node.plans = {}
         entry = node.plans.get(out_idx)
         if entry is None:
-            entry = node.plans[out_idx] = _Entry(len(self.steps))
+            entry = node.plans[out_idx] = _Entry(len(self.steps), weight=_weight(self.steps))
             entry.why = _info.why_new(node, out_idx)
             _stats.structures += 1
             if len(_listed) >= max_listed:
@@ -760,7 +766,7 @@ class Segment(Recorder):
                 took = time.perf_counter() - t0
                 _stats.compiles += 1
                 _stats.compile_seconds += took
-                _compiler.measured(took, len(steps))
+                _compiler.measured(took, entry.weight)
             finally:
                 entry.thread = None
 
