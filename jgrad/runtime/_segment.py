@@ -505,7 +505,9 @@ class Segment(Recorder):
                         self._forget_inputs(n_in)
                         return self.record(fn, args, stream, dynamic_scalars, barrier)
                     # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
-                    out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
+                    sf = _run.shape_forms.get(id(fn)) if _run.shape_forms else None
+                    sf = sf[1](leaves) if sf is not None and sf[0] is fn else None
+                    out_leaves, out_tree = sf if sf is not None else _eval_shape(fn, treedef, leaves)
                     if _node_count[0] >= max_structures:
                         _restart_trie()
                         parent = self.node

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import _recorder
 from ..core._recorder import Buffer
 from . import _kernel_cache, _segment_run as _run
 from ..streams import _user_site
@@ -162,6 +163,28 @@ def _gate_on_host(ok, news, olds):
 
 
 _run.add_host_form(_gate, _gate_on_host, permanent=True)
+_TUPLES: dict = {}  # n -> the tree of a tuple of n leaves
+
+
+def _gate_shapes(leaves):
+    """The gate's outputs are its writes' avals when each write has the aval of what it replaces (the select
+    changes nothing then): found without tracing the kernel, which costs ~25 ms a new structure for some tens of
+    writes (jax's checks of the call). None: trace it."""
+    n = (len(leaves) - 1) // 2
+    news, olds = leaves[1:1 + n], leaves[1 + n:]
+    if len(olds) != n or not all(type(x) is Buffer for x in news):
+        return None
+    for x, o in zip(news, olds):
+        a = x.aval
+        if _recorder._aval_key(o) != (a.shape, a.dtype, a.weak_type):
+            return None
+    tree = _TUPLES.get(n)
+    if tree is None:
+        tree = _TUPLES[n] = jax.tree_util.tree_structure((0,) * n)
+    return [x.aval for x in news], tree
+
+
+_run.shape_forms[id(_gate)] = (_gate, _gate_shapes)
 
 
 def unshare_gated(out, out_idx, gated):

@@ -233,6 +233,11 @@ def device_scalar(x, device):
 host_forms: dict = {}
 
 
+#: id(kernel) -> (kernel, a function of a step's argument leaves giving its outputs' (avals, tree) without tracing
+#: the kernel, or None where it cannot tell): a new structure's recording asks it before ``jax.eval_shape``.
+shape_forms: dict = {}
+
+
 def add_host_form(kernel, form, permanent=False):
     """``form`` runs in place of ``kernel`` op by op on a CPU (kept while ``kernel`` lives: its id is the key)."""
     if len(host_forms) > 4096:  # kernels of ever new static attributes (a check's bounds): the transient ones go
