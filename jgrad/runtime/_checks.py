@@ -187,6 +187,7 @@ def _value_bad(a, kind):
     return (~((a >= 0) & (a <= 1))).any()
 
 
+_Single = jax.sharding.SingleDeviceSharding
 _PASS: dict = {}  # (sharding, committed, shape) -> the flag of a check that passed
 
 
@@ -206,7 +207,9 @@ def _on_host(op, attrs, bad):
     form = _segment.host_forms.get(id(kernel))
     if form is None or form[0] is not kernel:
         def on_host(*args, _kernel=kernel):
-            if not all(isinstance(a, jax.Array) for a in args) or bad(*map(np.asarray, args), **attrs):
+            # (one device's arrays only: a sharded flag is placed as XLA places the kernel's, not as its input)
+            if not all(isinstance(a, jax.Array) and type(a.sharding) is _Single for a in args) or bad(
+                    *map(np.asarray, args), **attrs):
                 return _kernel(*args)
             return _passing(args[0], 0 if op is CHECK_OK_AND else 2)
         _segment.add_host_form(kernel, on_host)
