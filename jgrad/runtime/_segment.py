@@ -49,7 +49,8 @@ Functions and anomaly mode see tensors; reading one of their values is a barrier
 
 Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
 kernel, as eager mode would have run it, outside ``jax.default_device`` as there: JAX keys compiled
-kernels by it). When the same structure (trie node and live outputs) has reached a barrier
+kernels by it; a dynamic scalar as the Python number eager mode passes; on a CPU, the device-side checks and the
+gate of in-place writes as their host forms, ``_segment_run.host_forms``, which read the computed values). When the same structure (trie node and live outputs) has reached a barrier
 ``compile_after`` times and its op-by-op runs have cost ``compile_payback`` times its expected compile
 time (the ski-rental rule: compiles never cost a program more than the runs they replace already
 did), it is compiled as one executable, in the background by one worker thread, one compile at a time
