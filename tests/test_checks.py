@@ -158,3 +158,38 @@ def test_values_on_the_device_are_checked_too():
         assert ((jg.tensor([4, 6]) * 1) // (jg.tensor([2, 3]) * 1)).tolist() == [2, 2]
         ok = F.binary_cross_entropy(jg.tensor([0.25, 1.0]) * 1, jg.tensor([0.0, 1.0]))
         assert np.isfinite(ok.item())
+
+
+@pytest.mark.one_execution_mode
+def test_op_by_op_runs_check_on_the_host_and_still_gate_the_writes(monkeypatch):
+    # A structure's first runs go op by op: on the CPU the checks and the gate read the computed values with NumPy
+    # (no check kernel runs while they pass); a failing index still raises at the next read and keeps that step's
+    # in-place write (and every later one until reported) from happening, as the compiled select does.
+    import jax
+    from jgrad.runtime import _kernel_cache, _segment
+    monkeypatch.setattr(_segment, "compile_payback", 1e9)  # every run op by op
+    called = []
+    call = _kernel_cache.Kernel.__call__
+
+    def counted(k, *a):  # (a call on tracers is the recording's shape inference, not a run)
+        if not any(isinstance(v, jax.core.Tracer) for v in jax.tree_util.tree_leaves(a)):
+            called.append(k.__name__)
+        return call(k, *a)
+    monkeypatch.setattr(_kernel_cache.Kernel, "__call__", counted)
+    jg.graphs.segment_cache_clear()
+    x, want = _x(), np.zeros(4, np.float32)
+    with jg.execution_mode("auto"):
+        w = jg.zeros(4)
+        for i in (1, 2, 9, 0, 2):
+            w.add_(x.index_select(0, jg.tensor([i]) * 1)[0], alpha=0.5 * i)  # a pending index; alpha varies
+            if i < 3:
+                want += 0.5 * i * np.arange(4 * i, 4 * i + 4, dtype=np.float32)
+                np.testing.assert_array_equal(w.numpy(), want)
+            else:
+                with pytest.raises(IndexError, match="index out of range in self"):
+                    w.numpy()
+                np.testing.assert_array_equal(w.numpy(), want)  # the step's write did not happen
+    assert jg.graphs.segment_cache_info().compiled_runs == 0
+    # the kernels ran for the failing step only (its flag, the flag it ANDs into, the select that kept the write)
+    assert [n for n in called if "check" in n or n.startswith("gate")] == [
+        "range_check_forward", "check_ok_and_forward", "gate of the in-place writes by the device-side checks"], called

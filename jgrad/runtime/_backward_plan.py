@@ -191,6 +191,7 @@ class _Plan:
             return tuple(value(c) for _, c in leaves) + tuple(value(c) for c in captured)
 
         backward_pass.__name__ = f"backward_pass_of_{len(steps)}_nodes"
+        backward_pass.n_ops = len(steps)  # what its compile costs is that of its nodes' kernels (``_segment``)
         return backward_pass
 
     def arguments(self, nodes):

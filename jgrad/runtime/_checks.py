@@ -139,7 +139,9 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
         return
     if _is_tracer(d):
         return  # inside a jax transformation (functionalize): nothing can be reported
-    flag = call(RANGE_CHECK, index.detach(), low=int(low), high=int(high), ignore=ignore)
+    attrs = dict(low=int(low), high=int(high), ignore=ignore)
+    flag = call(RANGE_CHECK, index.detach(), **attrs)
+    _on_host(RANGE_CHECK, attrs, _range_bad)
     _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
 
 
@@ -149,6 +151,7 @@ def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
     if _is_tracer(t._data):
         return
     flag = call(VALUE_CHECK, t.detach(), kind=kind)
+    _on_host(VALUE_CHECK, {"kind": kind}, _value_bad)
     _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
 
 
@@ -163,6 +166,57 @@ def _register(check, flag):
 
 CHECK_OK = Op("check_ok", lambda flag: flag[0], differentiable=False)
 CHECK_OK_AND = Op("check_ok_and", lambda ok, flag: jnp.minimum(ok, flag[0]), differentiable=False)
+
+
+# ---- the checks of a segment run op by op on a CPU --------------------------------------------------------------
+# There the values are computed already and in host memory, so the checks read them with NumPy (a few us) instead of
+# running each check's kernel (one more dispatch each, or NumPy through the kernel interpreter while the check's
+# shape has not compiled: 0.1-0.5 ms each on the 2-core CPU, which eager mode, checking host values at the op, never
+# pays). A check that passes returns one cached flag; one that fails runs its kernel, which gives the report.
+def _range_bad(a, low, high, ignore):
+    i = a.reshape(-1)
+    bad = (i < low) | (i >= high)
+    if ignore is not None:
+        bad &= i != ignore
+    return bad.any()
+
+
+def _value_bad(a, kind):
+    if kind == "nonzero":
+        return (a == 0).any()
+    return (~((a >= 0) & (a <= 1))).any()
+
+
+_Single = jax.sharding.SingleDeviceSharding
+_PASS: dict = {}  # (sharding, committed, shape) -> the flag of a check that passed
+
+
+def _passing(like, size):
+    """The flag of a passed check (``[1, 0]``; size 0: the 0-d 1 of ``CHECK_OK_AND``), placed as ``like``."""
+    key = (like.sharding, like.committed, size)
+    f = _PASS.get(key)
+    if f is None:  # (made under the segment's x64 scope: int64, as the kernel's)
+        f = _PASS[key] = jax.device_put(np.array([1, 0], np.int64) if size else np.int64(1),
+                                        like.sharding if like.committed else None)
+    return f
+
+
+def _on_host(op, attrs, bad):
+    """Give ``op``'s kernel for ``attrs`` its host form (``_segment_run.host_forms``): ``bad(values, **attrs)``."""
+    kernel = op.kernel(tuple(attrs.items()), attrs)
+    form = _segment.host_forms.get(id(kernel))
+    if form is None or form[0] is not kernel:
+        def on_host(*args, _kernel=kernel):
+            # (one device's arrays only: a sharded flag is placed as XLA places the kernel's, not as its input)
+            if not all(isinstance(a, jax.Array) and type(a.sharding) is _Single for a in args) or bad(
+                    *map(np.asarray, args), **attrs):
+                return _kernel(*args)
+            return _passing(args[0], 0 if op is CHECK_OK_AND else 2)
+        _segment.add_host_form(kernel, on_host)
+
+
+def _ok_and_bad(ok, flag):
+    return not ok or not flag[0]
 
 
 def _pend(checks):
@@ -181,6 +235,7 @@ def _pend(checks):
         # so the step after a sync and the others also donate the same inputs (one executable, not two).
         prev = st.held[dev] = ok if ok is not None else _passed(dev)
         st.ok[dev] = call(CHECK_OK_AND, prev, c.flag)
+        _on_host(CHECK_OK_AND, {}, _ok_and_bad)
 
 
 _PASSED: dict = {}

@@ -49,7 +49,8 @@ Functions and anomaly mode see tensors; reading one of their values is a barrier
 
 Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
 kernel, as eager mode would have run it, outside ``jax.default_device`` as there: JAX keys compiled
-kernels by it). When the same structure (trie node and live outputs) has reached a barrier
+kernels by it; a dynamic scalar as the Python number eager mode passes; on a CPU, the device-side checks and the
+gate of in-place writes as their host forms, ``_segment_run.host_forms``, which read the computed values). When the same structure (trie node and live outputs) has reached a barrier
 ``compile_after`` times and its op-by-op runs have cost ``compile_payback`` times its expected compile
 time (the ski-rental rule: compiles never cost a program more than the runs they replace already
 did), it is compiled as one executable, in the background by one worker thread, one compile at a time
@@ -139,6 +140,10 @@ background_compile = True
 #: a short program, or one whose structures stop repeating, is not made slower than eager mode by compiles it
 #: cannot use. 0 compiles at the ``compile_after``-th barrier.
 compile_payback = 1.0
+#: Background compiles run at this much lower priority (a thread's nice value, Linux): on a machine whose cores are
+#: busy (the program's own threads, XLA's, other processes) a compile takes only what the program leaves, so that
+#: compiling does not slow the program it is for (it then finishes later). 0: the program's priority.
+compile_nice = 10
 #: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
 compile_prior = (0.3, 0.02)
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
@@ -157,6 +162,7 @@ check_gate = [None, None]
 
 
 _executables = _run.ExecutableLRU()
+host_forms, add_host_form = _run.host_forms, _run.add_host_form  # (``_checks``: its kernels' host forms)
 
 
 def set_execution_mode(mode: str) -> None:
@@ -277,7 +283,7 @@ def wait_compiles() -> None:
 
 
 # ---- background compiles: one at a time, each once it pays ---------------------------------
-_compiler = _run.CompileWorker()
+_compiler = _run.CompileWorker(lambda: compile_nice)
 _compiling = _compiler.threads  # the worker thread while one runs
 
 
@@ -309,7 +315,12 @@ def _worth_compiling(entry):
     once its op-by-op runs cost ``compile_payback`` times what its compile is expected to."""
     if not background_compile or compile_payback <= 0:
         return True
-    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.ops, compile_prior)
+    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.weight, compile_prior)
+
+
+def _weight(steps):
+    """The ops a compile of ``steps`` costs: one a step, and a whole backward pass (one step) one per node."""
+    return sum(s[0].n_ops if type(s[0]).__name__ == "function" and hasattr(s[0], "n_ops") else 1 for s in steps)
 
 
 # ---- the structure trie ------------------------------------------------------------------
@@ -344,12 +355,13 @@ class _Entry:
     (``interp_seconds``, against which a compile is weighed) and why it was new."""
 
     __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read", "ops", "why", "seen_total",
-                 "compiled_runs", "interp_seconds")
+                 "compiled_runs", "interp_seconds", "weight")
 
-    def __init__(self, ops=0, why=""):
+    def __init__(self, ops=0, why="", weight=None):
         self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
         self.scalars_read = False  # a 0-d result was read on the host (_host_copies): compile host copies in
         self.ops, self.why = ops, why
+        self.weight = ops if weight is None else weight  # ops as a compile weighs them (``_weight``)
         self.seen_total = self.compiled_runs = 0  # (``seen`` restarts when its executable is evicted)
         self.interp_seconds = 0.0
 
@@ -428,6 +440,7 @@ class Segment(Recorder):
         self.n_buffers = 0
         self.buffers = []       # weakrefs of the buffers, by index
         self.inputs = []        # the arrays (and dynamic scalars) the segment reads
+        self.scalars = {}       # input index -> the Python number a dynamic scalar input was made from
         self._slot = {}         # id(array) -> input index
         self.streams = {}       # stream -> index (part of the key)
         self.packs = {}         # input index -> the _segment_run.Pack whose flat array that input is
@@ -484,7 +497,10 @@ class Segment(Recorder):
                             refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
                                         else ("l", tx, x, "-"))
                             continue
-                        leaves[j] = x = _run.device_scalar(x, self.device)
+                        py, leaves[j] = x, _run.device_scalar(x, self.device)
+                        x = leaves[j]
+                        if _by_value(x):  # (always: a weakly typed array; its own slot, its own number)
+                            self.scalars[len(inputs)] = py
                     k = slot.get(id(x))
                     if k is None or _by_value(x):
                         if isinstance(x, _Tracer):
@@ -513,7 +529,9 @@ class Segment(Recorder):
                         self._forget_inputs(n_in)
                         return self.record(fn, args, stream, dynamic_scalars, barrier)
                     # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
-                    out_leaves, out_tree = _eval_shape(fn, treedef, leaves)
+                    sf = _run.shape_forms.get(id(fn)) if _run.shape_forms else None
+                    sf = sf[1](leaves) if sf is not None and sf[0] is fn else None
+                    out_leaves, out_tree = sf if sf is not None else _eval_shape(fn, treedef, leaves)
                     if _node_count[0] >= max_structures:
                         _restart_trie()
                         parent = self.node
@@ -566,6 +584,7 @@ class Segment(Recorder):
             if self._slot.get(id(x)) == k:
                 del self._slot[id(x)]
             self.packs.pop(k, None)
+            self.scalars.pop(k, None)
         del self.inputs[n:]
 
     # ---- the barrier --------------------------------------------------------------------
@@ -627,7 +646,7 @@ class Segment(Recorder):
     def _drop(self):
         # Buffers keep their segment (owner): let go of what it holds.
         self.steps = self.inputs = self.buffers = self.gens = self.packs = None
-        self._slot = self.journal_map = None
+        self._slot = self.journal_map = self.scalars = None
 
     def _run(self, live, state):
         """Run the recorded steps once and bind ``live`` to their values."""
@@ -638,7 +657,7 @@ class Segment(Recorder):
             node.plans = {}
         entry = node.plans.get(out_idx)
         if entry is None:
-            entry = node.plans[out_idx] = _Entry(len(self.steps))
+            entry = node.plans[out_idx] = _Entry(len(self.steps), weight=_weight(self.steps))
             entry.why = _info.why_new(node, out_idx)
             _stats.structures += 1
             if len(_listed) >= max_listed:
@@ -732,9 +751,21 @@ class Segment(Recorder):
         return tuple(out)
 
     def _interpret(self, out_idx, state):
-        """Run each step's own kernel, in order: what eager mode would have done, one dispatch each."""
-        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(self.inputs, state)
-        return [vals[i] for i in out_idx]
+        """Run each step's own kernel, in order: what eager mode would have done, one dispatch each.
+
+        A dynamic scalar goes in as the Python number it was, as eager mode passes it: the kernel is then the one
+        eager mode compiled (an array in its place is a new signature, run uncompiled until it pays a compile)."""
+        ins = self.inputs
+        if self.scalars:
+            ins = list(ins)
+            for k, py in self.scalars.items():
+                ins[k] = py
+        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(ins, state)
+        out = [vals[i] for i in out_idx]
+        last = self.steps[-1]
+        if last[0] is _fail._gate and len(set(map(id, out))) < len(out):
+            _fail.unshare_gated(out, out_idx, last[3])
+        return out
 
     def _start_compile(self, entry, live, donate):
         steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers
@@ -764,7 +795,7 @@ class Segment(Recorder):
                 took = time.perf_counter() - t0
                 _stats.compiles += 1
                 _stats.compile_seconds += took
-                _compiler.measured(took, len(steps))
+                _compiler.measured(took, entry.weight)
             finally:
                 entry.thread = None
 

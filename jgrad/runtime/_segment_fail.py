@@ -42,7 +42,9 @@ import weakref
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from ..core import _recorder
 from ..core._recorder import Buffer
 from . import _kernel_cache, _segment_run as _run
 from ..streams import _user_site
@@ -139,6 +141,63 @@ def _gate_body(ok, news, olds):
 _gate_body.__name__ = "gate of the in-place writes by the device-side checks"
 # A Kernel as the ops' are: a structure's first runs op by op interpret it rather than compile it (Note [New shapes])
 _gate = _kernel_cache.Kernel(_gate_body, tree=True)
+
+
+def _gate_on_host(ok, news, olds):
+    # Op by op on a CPU the flag is computed already and its read costs no transfer: while every check passed (the
+    # common case) the writes are the values, as the select would give them; else the select. The select's outputs
+    # are arrays of their own, so one written to two tensors (a view and its base) is two arrays here too: shared,
+    # the next segment would read it as one input, another structure than after a compiled run.
+    if not isinstance(ok, jax.Array) or not np.asarray(ok) or any(
+            getattr(n, "dtype", None) != getattr(o, "dtype", None) for n, o in zip(news, olds)):
+        return _gate(ok, news, olds)  # (a failed check; a write of another dtype, which the select promotes)
+    out, seen, again = list(news), {id(x) for x in olds}, []
+    for i, x in enumerate(out):
+        if id(x) in seen:
+            again.append(i)
+        seen.add(id(x))
+    if again:
+        for i, c in zip(again, jax.device_put([out[i] for i in again], may_alias=False)):
+            out[i] = c
+    return tuple(out)
+
+
+_run.add_host_form(_gate, _gate_on_host, permanent=True)
+_TUPLES: dict = {}  # n -> the tree of a tuple of n leaves
+
+
+def _gate_shapes(leaves):
+    """The gate's outputs are its writes' avals when each write has the aval of what it replaces (the select
+    changes nothing then): found without tracing the kernel, which costs ~25 ms a new structure for some tens of
+    writes (jax's checks of the call). None: trace it."""
+    n = (len(leaves) - 1) // 2
+    news, olds = leaves[1:1 + n], leaves[1 + n:]
+    if len(olds) != n or not all(type(x) is Buffer for x in news):
+        return None
+    for x, o in zip(news, olds):
+        a = x.aval
+        if _recorder._aval_key(o) != (a.shape, a.dtype, a.weak_type):
+            return None
+    tree = _TUPLES.get(n)
+    if tree is None:
+        tree = _TUPLES[n] = jax.tree_util.tree_structure((0,) * n)
+    return [x.aval for x in news], tree
+
+
+_run.shape_forms[id(_gate)] = (_gate, _gate_shapes)
+
+
+def unshare_gated(out, out_idx, gated):
+    """An op-by-op run's live values ``out`` (of buffers ``out_idx``): a write the gate passed on as the very array
+    of another live buffer (``_gate_on_host``) gets its own copy, as the select would have given it."""
+    gated, seen, again = set(gated), set(), []
+    for pos in sorted(range(len(out)), key=lambda p: out_idx[p] in gated):  # (the gate's outputs last)
+        if id(out[pos]) in seen and out_idx[pos] in gated:
+            again.append(pos)
+        seen.add(id(out[pos]))
+    if again:
+        for pos, c in zip(again, jax.device_put([out[p] for p in again], may_alias=False)):
+            out[pos] = c
 
 
 def gated_writes(seg):

@@ -8,6 +8,7 @@ Also the worker that runs background compiles one at a time (``CompileWorker``).
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import warnings
@@ -105,9 +106,10 @@ class CompileWorker:
     take more than one core from the program, however many structures turn hot at once. Also what compiles cost:
     the seconds per op measured so far (``expected_seconds``)."""
 
-    def __init__(self):
+    def __init__(self, nice=lambda: 0):
         self.jobs, self.lock, self.worker, self.threads = [], threading.Lock(), None, set()
         self.seconds, self.ops = 0.0, 0
+        self.nice = nice  # () -> how much to lower the worker thread's priority (Linux: its nice value)
 
     def submit(self, job):
         with self.lock:
@@ -118,6 +120,7 @@ class CompileWorker:
                 t.start()
 
     def _work(self):
+        _lower_priority(self.nice())
         while True:
             with self.lock:
                 if not self.jobs:
@@ -150,6 +153,17 @@ class CompileWorker:
         if self.ops:
             per_op = (self.seconds + 100 * per_op) / (self.ops + 100)
         return base + per_op * ops
+
+
+def _lower_priority(nice):
+    """Raise this thread's nice value by ``nice`` (Linux, where a thread has its own; the threads XLA starts from it
+    inherit it): where the cores are busy, the program's own threads run first and the compile takes what is left."""
+    if nice > 0 and sys.platform.startswith("linux"):
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+        except (OSError, AttributeError):  # not permitted, or no such call: the compile runs at the program's priority
+            pass
 
 
 class ExecutableLRU:
@@ -213,6 +227,25 @@ def device_scalar(x, device):
     return a
 
 
+#: id(kernel) -> (kernel, what runs in its place when a segment runs op by op on a CPU: the same result, read off values the host
+#: holds already): the gate of in-place writes (the writes themselves while the checks passed, with no select) and the
+#: device-side checks (``_checks``).
+host_forms: dict = {}
+
+
+#: id(kernel) -> (kernel, a function of a step's argument leaves giving its outputs' (avals, tree) without tracing
+#: the kernel, or None where it cannot tell): a new structure's recording asks it before ``jax.eval_shape``.
+shape_forms: dict = {}
+
+
+def add_host_form(kernel, form, permanent=False):
+    """``form`` runs in place of ``kernel`` op by op on a CPU (kept while ``kernel`` lives: its id is the key)."""
+    if len(host_forms) > 4096:  # kernels of ever new static attributes (a check's bounds): the transient ones go
+        for k in [k for k, v in host_forms.items() if not v[2]]:
+            del host_forms[k]
+    host_forms[id(kernel)] = (kernel, form, permanent)
+
+
 def runner(steps, n_buffers, device=None):
     """The steps as a function of the inputs, returning every buffer's value; packed inputs are sliced once.
 
@@ -222,6 +255,8 @@ def runner(steps, n_buffers, device=None):
     eager mode runs them; the others do not, as in eager mode: JAX keys its compiled kernels by the default
     device in effect, so a kernel called under it would compile again although eager mode had compiled it.
     """
+    forms = host_forms if device is not None and device.platform == "cpu" else {}
+
     def run(ins, state=None):
         vals = [None] * n_buffers
         sliced = {}
@@ -241,6 +276,10 @@ def runner(steps, n_buffers, device=None):
                     if v is None:
                         v = sliced[r] = _slicer(r[2], r[3], r[4])(ins[r[1]])
                     args.append(v)
+            if forms:
+                form = forms.get(id(fn))
+                if form is not None and form[0] is fn:
+                    fn = form[1]
             if device is not None and not any(type(r) is int or r[0] == "s" for r in refs):
                 with jax.default_device(device):
                     res = fn(*_tree_unflatten(treedef, args))
