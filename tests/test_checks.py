@@ -160,6 +160,7 @@ def test_values_on_the_device_are_checked_too():
         assert np.isfinite(ok.item())
 
 
+@pytest.mark.cpu_only("the host forms of the checks run for arrays on a CPU only")
 @pytest.mark.one_execution_mode
 def test_op_by_op_runs_check_on_the_host_and_still_gate_the_writes(monkeypatch):
     # A structure's first runs go op by op: on the CPU the checks and the gate read the computed values with NumPy
