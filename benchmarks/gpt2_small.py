@@ -313,6 +313,20 @@ def targets(by, device, autocast=None):
     return out
 
 
+def batch_and_weights(cfg):
+    """The step's batch (inputs, targets: NumPy) and the model's initial weights (name -> NumPy), seeded."""
+    import jgrad as jg
+    import twin
+
+    jg.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
+    y = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
+    jmod = twin.load_model("jgrad")
+    reference = jmod.GPT(jmod.GPTConfig(**{k: v for k, v in cfg.items() if k != "batch"}))
+    return x, y, {k: v.detach().cpu().numpy().copy() for k, v in reference.state_dict().items()}
+
+
 def main(argv=None):
     p = common.base_parser(__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="the smoke size (2 layers, width 32): for the CPU")
@@ -343,18 +357,7 @@ def main(argv=None):
             pass
     env = common.environment(jdev, tdev)
     common.print_header("GPT-2-small training step: jgrad's modes, jax.jit, PyTorch", env)
-    import jgrad as jg
-
-    jg.manual_seed(0)
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
-    y = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
-    import twin
-
-    jmod = twin.load_model("jgrad")
-    reference = jmod.GPT(jmod.GPTConfig(**{k: v for k, v in cfg.items() if k != "batch"}))
-    state = {k: v.detach().cpu().numpy().copy() for k, v in reference.state_dict().items()}
-    del reference
+    x, y, state = batch_and_weights(cfg)
     variants, losses = jgrad_variants(cfg, state, x, y, args.device, only)
     notes = []
     if "jax.jit" in only:

@@ -52,16 +52,7 @@ def main(argv=None):
     import jgrad as jg
     from jgrad.runtime import _segment
 
-    jg.manual_seed(0)
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
-    y = rng.integers(0, cfg["vocab_size"], (cfg["batch"], cfg["block_size"])).astype(np.int64)
-    import twin
-
-    jmod = twin.load_model("jgrad")
-    ref = jmod.GPT(jmod.GPTConfig(**{k: v for k, v in cfg.items() if k != "batch"}))
-    state = {k: v.detach().cpu().numpy().copy() for k, v in ref.state_dict().items()}
-    del ref
+    x, y, state = g.batch_and_weights(cfg)
     variants, _ = g.jgrad_variants(cfg, state, x, y, args.device, {"jgrad auto"})
     run = variants[0].fn
     log = _log_runs(_segment)
