@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 # CI's budget: the capture, GPT and functional notebooks (what they run is tested by tests/test_graphs.py,
 # tests/test_gpt_example.py, tests/test_func.py and tests/test_forward_ad.py) run with JGRAD_TEST_THOROUGH=1.
-THOROUGH_ONLY = {"03_capture.ipynb", "05_gpt.ipynb", "06_functional.ipynb"}
+THOROUGH_ONLY = {"02_streams.ipynb", "03_capture.ipynb", "05_gpt.ipynb", "06_functional.ipynb"}  # (02: tests/test_streams.py)
 THOROUGH = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 CELL_TIMEOUT = 120   # seconds per cell
 BUDGET = 60          # seconds per notebook (CI)
