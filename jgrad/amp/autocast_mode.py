@@ -56,6 +56,8 @@ _CPU_PROMOTE = {"StackBackward0", "CatBackward0", "IndexCopyBackward0"}
 _LISTS = {"cuda": (_CUDA_LOWER, _CUDA_FP32, _PROMOTE), "cpu": (_CPU_LOWER, _CPU_FP32, _CPU_PROMOTE)}
 _DEFAULT = {"cuda": _dtype.float16, "cpu": _dtype.bfloat16}
 _CUDA_TYPES = ("cuda", "gpu", "tpu", "xla")
+# every op name a region may act on (BinaryCrossEntropy's for its error under CUDA autocast)
+_LISTED = frozenset().union(*(names for lists in _LISTS.values() for names in lists)) | {"BinaryCrossEntropyBackward0"}
 _LOW_FLOATS = (_dtype.float16, _dtype.bfloat16)
 
 
@@ -82,7 +84,7 @@ def _active(kind):
 
 def _cast(op, args):
     name = op.name
-    if not _regions.stack:
+    if name not in _LISTED or not _regions.stack:  # most ops: nothing to cast (this runs for every op in a region)
         return args
     first = next((a for a in args if isinstance(a, Tensor)), None)
     if first is None:
