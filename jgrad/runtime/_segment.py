@@ -303,9 +303,10 @@ def _with_copies(entry, inputs, donatable):
 
     mask, exe = min(entry.variants, key=cost)
     inputs = list(inputs)
-    for k in mask:
-        if k not in can and isinstance(inputs[k], jax.Array):
-            inputs[k] = inputs[k].copy()  # (on the same device and sharding; asynchronous, as the run is)
+    held = [k for k in mask if k not in can and isinstance(inputs[k], jax.Array)]
+    # (one call for all of them; each copy on its array's own device and sharding, asynchronous as the run is)
+    for k, c in zip(held, jax.device_put([inputs[k] for k in held], may_alias=False)):
+        inputs[k] = c
     _stats.copied_runs += 1
     return exe, mask, inputs
 
@@ -320,7 +321,7 @@ def _worth_compiling(entry):
 
 def _weight(steps):
     """The ops a compile of ``steps`` costs: one a step, and a whole backward pass (one step) one per node."""
-    return sum(s[0].n_ops if type(s[0]).__name__ == "function" and hasattr(s[0], "n_ops") else 1 for s in steps)
+    return sum(getattr(s[0], "n_ops", 1) for s in steps)
 
 
 # ---- the structure trie ------------------------------------------------------------------
