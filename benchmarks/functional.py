@@ -121,8 +121,9 @@ def build_jax(ws, x_np, y_np, v_np):
 
 def breakdown(fn, calls=5):
     """Where one call of a ``jgrad.func`` transform spends its time (medians over ``calls``): building the trace
-    cache's key (``_trace_cache.call_key``), the rest of the call (on a cache hit: re-reading the tensors the
-    trace read and running the cached executable), and how many calls traced or reused a trace."""
+    cache's key (``_trace_cache.call_key``; a call that repeats the transform's last one builds none), the rest
+    of the call (on a cache hit: re-reading the tensors the trace read and running the cached executable), and
+    how many calls traced or reused a trace."""
     import statistics
     import time
 
@@ -149,8 +150,19 @@ def breakdown(fn, calls=5):
         _trace_cache.call_key = orig
     after = _trace_cache.trace_cache_info()
     out = {k: statistics.median(v) for k, v in parts.items() if v}
-    counts = {k: after[k] - before[k] for k in ("traces", "hits", "uncached")}
+    counts = {k: after[k] - before[k] for k in ("traces", "hits", "kept", "uncached")}
     return out, counts
+
+
+def _full_path_on():
+    """While a batch is timed: transforms do not keep their last call (``jgrad.func._fastcall.enabled``)."""
+    from jgrad.func import _fastcall
+    _fastcall.enabled = False
+
+
+def _full_path_off():
+    from jgrad.func import _fastcall
+    _fastcall.enabled = True
 
 
 def _as_np(tree):
@@ -168,6 +180,9 @@ def main(argv=None):
     p.add_argument("--in-features", type=int, default=32)
     p.add_argument("--out-features", type=int, default=1)
     p.add_argument("--no-jax-eager", action="store_true", help="skip the (slow) un-jitted jax rows")
+    p.add_argument("--full-path", action="store_true",
+                   help="also time jgrad.func with every call building its trace-cache key (jgrad/func/_fastcall.py "
+                        "off: the cached call before transforms kept their last call)")
     args = p.parse_args(argv)
     jdev, tdev = common.setup_device(args.device)
     env = common.environment(jdev, tdev)
@@ -199,6 +214,9 @@ def main(argv=None):
               "hvp": "Hessian-vector product, jvp(grad(loss)) over the batch"}
     for work in ("per_sample", "hvp"):
         variants = [common.Variant("jgrad.func", jg_runs[work], note="cached trace, one executable")]
+        if args.full_path:
+            variants.append(common.Variant("jgrad.func, full path", jg_runs[work], around=(_full_path_on, _full_path_off),
+                                           note="every call builds its key"))
         if t_runs is not None:
             import torch
 
@@ -212,7 +230,8 @@ def main(argv=None):
         parts, counts = breakdown(jg_runs[work])
         print(f"\nWhere a jgrad.func call goes ({work}, medians of 5 calls): "
               + ", ".join(f"{k} {common.fmt_time(t)}" for k, t in parts.items())
-              + f"; in those calls: {counts['traces']} traces, {counts['hits']} trace-cache hits")
+              + f"; in those calls: {counts['traces']} traces, {counts['hits']} trace-cache hits "
+              f"({counts['kept']} of them the transform's last call, run without a key)")
         tables[-1]["breakdown_s"] = parts
         tables[-1]["trace_cache"] = counts
         by = {r.name: r.median for r in res}

@@ -465,3 +465,84 @@ def test_first_level_record_lives_with_the_transform():
     assert last() is not None
     del g
     assert last() is None
+
+
+def test_a_repeated_call_runs_its_executable_without_a_key():
+    """A transform's call that repeats its last one (same argument kinds, nothing the function reads changed)
+    runs the cached executable at once (``trace_cache_info()["kept"]``, jgrad/func/_fastcall.py); each kind of
+    change below takes the full path instead, and every result equals JAX's."""
+
+    class Scaled(jg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = jg.nn.Linear(4, 3)
+
+        def forward(self, a):
+            return self.lin(a) * (2.0 if self.training else 3.0)
+
+    m = Scaled()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+
+    def loss(p, xb, k):
+        return (F.functional_call(m, p, (xb[None],)).tanh() ** 2).sum() * k
+
+    def ref(xs, k, scale):
+        w, b = params["lin.weight"].numpy(), params["lin.bias"].numpy()
+
+        def jl(pw, pb, xb):
+            return (jnp.tanh((xb[None] @ pw.T + pb) * scale) ** 2).sum() * k
+        gw, gb = jax.vmap(jax.grad(jl, argnums=(0, 1)), in_axes=(None, None, 0))(w, b, xs.detach().numpy())
+        return {"lin.weight": gw, "lin.bias": gb}
+
+    per = F.vmap(F.grad(loss), in_dims=(None, 0, None))
+    xs, xs2 = jg.randn(5, 4), jg.randn(5, 4)
+
+    def check(out, xv, k, scale):
+        for name, r in ref(xv, k, scale).items():
+            close(out[name], r)
+
+    def kept():
+        return F.trace_cache_info()["kept"]
+
+    def call(xv, k=1.0, scale=2.0, expect_kept=True):
+        before = kept()
+        check(per(params, xv, k), xv, k, scale)
+        assert kept() - before == int(expect_kept)
+
+    call(xs, expect_kept=False)  # traced
+    call(xs)                     # the same call: kept
+    call(xs2)                    # other tensors of the same kind: kept, their values read
+    with jg.no_grad():
+        params["lin.bias"].add_(0.5)  # an argument updated in place: kept, its new value read
+    call(xs)
+    call(xs, k=2.0, expect_kept=False)  # a number argument by value
+    call(xs, k=2.0)
+    m.eval()  # the function reads the module's training flag
+    call(xs, k=2.0, scale=3.0, expect_kept=False)
+    call(xs, k=2.0, scale=3.0)
+    m.train()
+    call(xs[:3], expect_kept=False)  # a new shape
+    call(xs, expect_kept=False)      # back to the old one: full path (cache hit), kept again after
+    call(xs)
+    xs.requires_grad_(True)
+    call(xs, expect_kept=False)
+    F.clear_trace_cache()
+    call(xs, expect_kept=False)
+    with jg.autocast("cpu", dtype=jg.bfloat16, enabled=False):  # an autocast region: never cached
+        before = F.trace_cache_info()["hits"]
+        per(params, xs, 1.0)
+        assert F.trace_cache_info()["hits"] == before
+    call(xs, expect_kept=False)  # the uncached call was the last one: full path, kept again after
+    call(xs)
+    # grad's own kept call, with aux outputs restored, and a Jacobian's
+    gv = F.grad(lambda a: ((a * 2).sum(), {"a": a.sin(), "tag": 1}), has_aux=True)
+    jr = F.jacrev(lambda a: a.sin() * a)
+    for n in range(3):
+        before = kept()
+        a = jg.randn(3)
+        g, aux = gv(a)
+        close(g, np.full(3, 2.0))
+        close(aux["a"], np.sin(a.numpy()))
+        assert aux["tag"] == 1
+        close(jr(a), np.diag(np.cos(a.numpy()) * a.numpy() + np.sin(a.numpy())))
+        assert kept() - before == (2 if n else 0)

@@ -1,11 +1,14 @@
 """Where an "auto" GPT step's host time goes, with and without autocast (issue 30's bf16 goal).
 
     python -m benchmarks.diagnostics.autocast_host [--device gpu] [--tiny] [--autocast bf16] [--steps 10]
+        [--no-donate]
 
 Builds the step of ``benchmarks.gpt2_small`` (same model, AdamW, batch), runs it in "auto" mode until it is
 hot, then times ``--steps`` steps: the time to issue a step (host) and to finish it, the segments per step and
-``segment_cache_info().report()``; then profiles five steps with cProfile and prints the functions that took the
-most time, with the calls that wait for the device (``block_until_ready``, ``__array__``, ``item``) counted.
+``segment_cache_info().report()`` and the executable's call per step (``call_seconds``: ``--no-donate`` runs
+with ``_segment.donate_inputs = False``, to see what donating the inputs costs the call); then profiles five
+steps with cProfile and prints the functions that took the most time, with the calls that wait for the device
+(``block_until_ready``, ``__array__``, ``item``) counted.
 """
 from __future__ import annotations
 
@@ -45,6 +48,8 @@ def main(argv=None):
     p.add_argument("--autocast", choices=("bf16",), default=None)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--no-item", action="store_true", help="do not read the loss every step")
+    p.add_argument("--no-donate", action="store_true", help="segments donate no inputs (_segment.donate_inputs)")
+    p.add_argument("--no-profile", action="store_true", help="skip the cProfile of five steps")
     args = p.parse_args(argv)
     g.AUTOCAST[0] = args.autocast
     cfg = g.TINY if args.tiny else g.REAL
@@ -52,6 +57,8 @@ def main(argv=None):
     import jgrad as jg
     from jgrad.runtime import _segment
 
+    if args.no_donate:
+        _segment.donate_inputs = False
     x, y, state = g.batch_and_weights(cfg)
     variants, _ = g.jgrad_variants(cfg, state, x, y, args.device, {"jgrad auto"})
     run = variants[0].fn
@@ -70,7 +77,9 @@ def main(argv=None):
         total.append(t2 - t0)
     after = jg.graphs.segment_cache_info()
     print(f"autocast={args.autocast} device={args.device} size={'tiny' if args.tiny else 'real'}")
-    print(f"host ms/step median {1e3 * np.median(host):.2f}, total ms/step median {1e3 * np.median(total):.2f}")
+    print(f"host ms/step median {1e3 * np.median(host):.2f}, total ms/step median {1e3 * np.median(total):.2f}, "
+          f"executable calls {1e3 * (after.call_seconds - before.call_seconds) / args.steps:.2f} ms/step "
+          f"(donating inputs: {_segment.donate_inputs})")
     print(f"per step: segments {(after.segments - before.segments) / args.steps:.2f}, ops "
           f"{(after.ops - before.ops) / args.steps:.1f}, compiled runs "
           f"{(after.compiled_runs - before.compiled_runs) / args.steps:.2f}, compiles {after.compiles - before.compiles}")
@@ -81,6 +90,8 @@ def main(argv=None):
         num = next((i for i, e in enumerate(listed) if e is entry), "?")
         print(f"  #{num} ops {ops} donatable {n_don} variants {masks} compiled {compiled}")
     _segment.wait_compiles()
+    if args.no_profile:
+        return 0
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(5):

@@ -26,7 +26,7 @@ import numpy as np
 from ._functional import array_of, first_device, is_tensor, outputs_to_arrays, run, transform_scope, wrap
 from ..core._tensor import Tensor
 from ._vmap import check_randomness as _check_randomness, randomness_scope as _randomness_scope, vmap
-from . import _guards, _trace_cache, _vmap
+from . import _fastcall, _guards, _trace_cache, _vmap
 from ._trace_cache import clear_trace_cache, trace_cache_info
 from ..runtime import _forward_ad  # noqa: F401  (autograd.forward_ad's rule in the op door)
 from .. import autograd as _autograd, ops as _ops
@@ -103,14 +103,20 @@ class _Aux:
 def grad_and_value(func, argnums=0, has_aux=False):
     """``func``'s gradient w.r.t. ``args[argnums]`` and its value: ``jax.value_and_grad`` of its ops."""
     box = _guards.new_box()  # the record of func's last key (jgrad/func/_guards.py)
+    kept = _fastcall.LastCall()
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        aux_box = _Aux()
+        leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=is_tensor)
+        hit = kept.run(leaves, treedef, kwargs, box, (aux_box,))  # a repeated call: its executable at once
+        if hit is not None:
+            return _grad_results(jax.tree_util.tree_unflatten(hit[1], hit[0]), *kept.extra, has_aux, aux_box)
         what = "grad_and_value(f)(*args)"
         nums = _argnums_tuple(argnums, len(args), what)
         trees, devs = _diff_args(args, nums)
         dev = first_device(args, [d[0] if d else None for d in devs])
-        aux_box = _Aux()
+        used = []
 
         def jf(*diff):
             out = func(*_rebuild(args, nums, diff, devs), **kwargs)
@@ -124,16 +130,33 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
         with transform_scope():
             ck = _trace_cache.call_key("grad_and_value", (argnums, has_aux), func, args, kwargs, box=box)
-            (value, aux), g = run(lambda *t: jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True)(*t),
-                                  *trees, cache=ck, boxes=(aux_box,))
-        grads = [_rebuild_tree(gt, dv) for gt, dv in zip(g, devs)]
-        grads = grads[0] if isinstance(argnums, int) else tuple(grads)
-        value = wrap(value, dev)
-        if has_aux:
-            return grads, (value, aux_box.unpack(aux, dev))
-        return grads, value
+            res = run(lambda *t: jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=True)(*t),
+                      *trees, cache=ck, boxes=(aux_box,), used=used)
+        kept.learn(box, leaves, treedef, used, _positions(args, nums), (argnums, devs, dev))
+        return _grad_results(res, argnums, devs, dev, has_aux, aux_box)
 
     return _guards.give_box(wrapper)
+
+
+def _grad_results(res, argnums, devs, dev, has_aux, aux_box):
+    (value, aux), g = res
+    grads = [_rebuild_tree(gt, dv) for gt, dv in zip(g, devs)]
+    grads = grads[0] if isinstance(argnums, int) else tuple(grads)
+    value = wrap(value, dev)
+    if has_aux:
+        return grads, (value, aux_box.unpack(aux, dev))
+    return grads, value
+
+
+def _positions(args, nums):
+    """The leaf positions (of ``args`` flattened with tensors as leaves) of the leaves of ``args[i]``, i in nums:
+    where a transform's executable inputs come from (``_fastcall``)."""
+    starts, at = [], 0
+    for a in args:
+        starts.append(at)
+        at += jax.tree_util.tree_structure(a, is_leaf=is_tensor).num_leaves
+    ends = starts[1:] + [at]
+    return [j for i in nums for j in range(starts[i], ends[i])]
 
 
 def _rebuild_tree(tree, devs):
@@ -287,15 +310,22 @@ def linearize(func, *primals):
 # ---- Jacobians and Hessians -----------------------------------------------------------------------------------
 def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
     box = _guards.new_box()
+    kept = _fastcall.LastCall()
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        aux_box = _Aux()
+        out_box = []
+        leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=is_tensor)
+        hit = kept.run(leaves, treedef, kwargs, box, (aux_box, out_box))  # a repeated call: at once
+        if hit is not None:
+            jac = jax.tree_util.tree_unflatten(hit[1], hit[0])
+            return _jacobian_results(jac, *kept.extra, argnums, has_aux, aux_box, out_box)
         what = f"{name}(f, ...)(*args)"
         nums = _argnums_tuple(argnums, len(args), what)
         trees, devs = _diff_args(args, nums)
         dev = first_device(args, [d[0] if d else None for d in devs])
-        aux_box = _Aux()
-        out_box = []
+        used = []
 
         def jf(*diff):
             out = func(*_rebuild(args, nums, diff, devs), **kwargs)
@@ -307,18 +337,23 @@ def _jacobian(jax_jac, name, func, argnums, has_aux, chunk_size=None):
         kw = {"chunk_size": chunk_size} if chunk_size is not None and name == "jacrev" else {}
         with transform_scope():
             ck = _trace_cache.call_key(name, (argnums, has_aux, chunk_size), func, args, kwargs, box=box)
-            jac, aux = run(lambda *t: _jac_call(jax_jac, jf, len(nums), kw)(*t), *trees, cache=ck,
-                           boxes=(aux_box, out_box))
-        out_tree = out_box[-1]
-        # jac: one entry per output leaf, each a tuple over argnums of trees of arrays
-        per_out = []
-        for entry in jac:
-            per_arg = [_rebuild_tree(t, dv) for t, dv in zip(entry, devs)]
-            per_out.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
-        res = jax.tree_util.tree_unflatten(out_tree, per_out)
-        return (res, aux_box.unpack(aux, dev)) if has_aux else res
+            jac = run(lambda *t: _jac_call(jax_jac, jf, len(nums), kw)(*t), *trees, cache=ck,
+                      boxes=(aux_box, out_box), used=used)
+        kept.learn(box, leaves, treedef, used, _positions(args, nums), (devs, dev))
+        return _jacobian_results(jac, devs, dev, argnums, has_aux, aux_box, out_box)
 
     return _guards.give_box(wrapper)
+
+
+def _jacobian_results(res, devs, dev, argnums, has_aux, aux_box, out_box):
+    jac, aux = res
+    # jac: one entry per output leaf, each a tuple over argnums of trees of arrays
+    per_out = []
+    for entry in jac:
+        per_arg = [_rebuild_tree(t, dv) for t, dv in zip(entry, devs)]
+        per_out.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+    res = jax.tree_util.tree_unflatten(out_box[-1], per_out)
+    return (res, aux_box.unpack(aux, dev)) if has_aux else res
 
 
 def _jac_call(jax_jac, jf, n, kw):

@@ -116,14 +116,15 @@ _EXECUTABLES: collections.OrderedDict = collections.OrderedDict()
 MAX_EXECUTABLES = 256
 
 
-def run(fn, *args, cache=None, boxes=()):
+def run(fn, *args, cache=None, boxes=(), used=None):
     """``fn(*args)`` (``fn``: a JAX transform of a traced jgrad function), compiled as one executable.
 
     ``cache`` (a ``_trace_cache.CallKey`` or None) keys the trace: a call that matches an earlier one reuses its
     trace, with the arrays of the tensors it read re-read now (never stale constants); ``boxes`` (lists, or
     objects with a ``__dict__``) hold the Python state the trace leaves behind, restored on a cached call.
     Otherwise the function is traced, and compiled once per traced structure. Inside another transform (an
-    argument is a tracer) it runs as it is: the outer one compiles the whole.
+    argument is a tracer) it runs as it is: the outer one compiles the whole. ``used`` (a list), when given,
+    receives ``[entry, flat arguments]`` when the call ran a cached entry (for the transform's ``_fastcall``).
     """
     flat, in_tree = jax.tree_util.tree_flatten(args)
     if any(isinstance(a, jax.core.Tracer) for a in flat):
@@ -136,7 +137,9 @@ def run(fn, *args, cache=None, boxes=()):
         if consts is not None:
             _trace_cache._stats["hits"] += 1
             for box, state in zip(boxes, entry.boxes):
-                _restore(box, state)
+                restore(box, state)
+            if used is not None:
+                used[:] = entry, flat
             out = entry.exe(consts, flat)
             return jax.tree_util.tree_unflatten(entry.out_tree, out)
     rec = _trace_log.push()
@@ -156,8 +159,10 @@ def run(fn, *args, cache=None, boxes=()):
         if sources is None:
             _trace_cache._stats["uncached"] += 1
         else:
-            _trace_cache.store(key, _trace_cache.Entry(exe, kept, sources, out_tree,
-                                                       [_snapshot(b) for b in boxes], cache.refs))
+            entry = _trace_cache.Entry(exe, kept, sources, out_tree, [_snapshot(b) for b in boxes], cache.refs)
+            _trace_cache.store(key, entry)
+            if used is not None:
+                used[:] = entry, flat
     return jax.tree_util.tree_unflatten(out_tree, exe(consts, flat))
 
 
@@ -177,7 +182,7 @@ def _snapshot(box):
     return list(box) if isinstance(box, list) else dict(vars(box))
 
 
-def _restore(box, state):
+def restore(box, state):
     if isinstance(box, list):
         box[:] = state
     else:

@@ -58,18 +58,21 @@ MAX_TRACES = 256
 _BUDGET = 20000         # objects one key may visit before the call is left uncached
 _GLOBAL_DEPTH = 3       # functions named by globals are walked this deep
 _NUMPY_BYTES = 4096     # NumPy arrays up to this size are keyed by value
-_stats = {"traces": 0, "hits": 0, "uncached": 0}
+_stats = {"traces": 0, "hits": 0, "kept": 0, "uncached": 0}
 
 
 def clear_trace_cache() -> None:
     """Forget every cached trace of ``jgrad.func`` (the compiled executables stay)."""
+    for e in TRACES.values():
+        e.dead = True
     TRACES.clear()
     _guards.clear()
 
 
 def trace_cache_info() -> dict:
-    """``{"traces", "hits", "uncached", "size", "maxsize"}``: top-level traces made so far, calls that reused a
-    trace, calls that could not be cached (uncacheable key or impure trace), entries held, the bound."""
+    """``{"traces", "hits", "kept", "uncached", "size", "maxsize"}``: top-level traces made so far, calls that
+    reused a trace, those of them that repeated their transform's last call (run without building a key:
+    ``_fastcall``), calls that could not be cached (uncacheable key or impure trace), entries held, the bound."""
     return dict(_stats, size=len(TRACES), maxsize=MAX_TRACES)
 
 
@@ -95,6 +98,7 @@ class _Walk:
 
 
 _BY_VALUE = frozenset({type(None), bool, int, float, complex, str, bytes, type(Ellipsis)})
+_UNKEYED = {_guards.Guards}  # and _fastcall.LastCall, added there
 _DICTS = (dict, collections.OrderedDict)
 _EMPTY_DICT = ("empty dict",)  # an empty dict or OrderedDict (a module's hook dicts): one key, no walk
 
@@ -154,6 +158,8 @@ def _fp(w, x, depth):
         return r
     if isinstance(x, np.generic):
         return t, x.item()
+    if t in _UNKEYED:  # a transform's own bookkeeping in its closure (what its last call ran): not the program
+        return t.__name__
     if isinstance(x, (types.ModuleType, type, jax.Array)) or not hasattr(x, "__dict__"):
         w.ref(x)  # a Python module, a class, an immutable array, or an object without attributes to walk
         if w.g is not None:
@@ -412,11 +418,12 @@ class Entry:
     """A cached trace: its executable, constants, where each tensor's constant is read from, and the Python
     state the trace left in the transform's boxes (output trees, aux leaves)."""
 
-    __slots__ = ("exe", "consts", "sources", "out_tree", "boxes", "refs")
+    __slots__ = ("exe", "consts", "sources", "out_tree", "boxes", "refs", "dead")
 
     def __init__(self, exe, consts, sources, out_tree, boxes, refs):
         self.exe, self.consts, self.sources, self.out_tree = exe, consts, sources, out_tree
         self.boxes, self.refs = boxes, refs
+        self.dead = False  # dropped from the cache (a transform's kept handle must not run it)
 
     def current_consts(self, ck):
         """The constants with each tensor's array read now, or None (retrace) when a tensor named by identity
@@ -525,9 +532,12 @@ def lookup(key):
 
 
 def store(key, entry):
+    old = TRACES.get(key)
+    if old is not None and old is not entry:
+        old.dead = True
     TRACES[key] = entry
     while len(TRACES) > MAX_TRACES:
         try:
-            TRACES.popitem(last=False)
+            TRACES.popitem(last=False)[1].dead = True
         except KeyError:
             break

@@ -28,7 +28,7 @@ from ._functional import (advance_outside_trace, array_of, first_device, is_tens
                           transform_scope, wrap)
 from ..core._tensor import Tensor
 from ..runtime import _trace_log
-from . import _guards, _trace_cache
+from . import _fastcall, _guards, _trace_cache
 from .. import ops
 
 __all__ = ["vmap"]
@@ -151,9 +151,16 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     last = [(None, None)]  # the arguments' structure last time and its in_dim per leaf
     box = _guards.new_box()  # the record of func's last key (jgrad/func/_guards.py)
 
+    kept = _fastcall.LastCall() if randomness != "different" and chunk_size is None else None
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         leaves, treedef = jax.tree_util.tree_flatten(args, is_leaf=is_tensor)
+        if kept is not None:  # the same kind of call as the last one: its executable at once (_fastcall)
+            hit = kept.run(leaves, treedef, kwargs, box)
+            if hit is not None:
+                dev = kept.extra
+                return jax.tree_util.tree_unflatten(hit[1], [wrap(a, dev) for a in hit[0]])
         tree, dims = last[0]
         if tree is None or tree != treedef:
             dims = _leaf_dims(in_dims, args, what)
@@ -176,7 +183,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             try:
                 # the transform is made only when it is traced (a cached call does not)
                 return _run(lambda *a: jax.vmap(jf, in_axes=in_axes, out_axes=out_dims, axis_size=n)(*a), keys,
-                            *arrays, cache=ck)
+                            *arrays, cache=ck, used=used)
             except ValueError as e:
                 if "out_axes" in str(e):
                     raise ValueError(f"{what}: out_dims={out_dims} is not compatible with the outputs: {e}") from None
@@ -189,10 +196,13 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             if randomness == "different":
                 gen = _random.default_generator(dev)
                 keys = jax.random.key_data(jax.random.split(jax.random.wrap_key_data(advance_outside_trace(gen)), size))
+            used = [] if kept is not None else None
             if chunk_size is None or chunk_size >= size:
                 out = run(keys, arrays, size)
             else:
                 out = _chunked(run, keys, arrays, axes, size, chunk_size, out_dims)
+        if kept is not None:
+            kept.learn(box, leaves, treedef, used, batched, dev)
         return jax.tree_util.tree_map(lambda a: wrap(a, dev), out)
 
     return _guards.give_box(wrapper)
