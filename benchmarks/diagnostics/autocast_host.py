@@ -41,6 +41,59 @@ def _log_runs(_segment):
     return log
 
 
+def _probe_call(_segment, run):
+    """Call the hot step's executable again on the same inputs (no donation: they stay valid), host time per
+    call, and what kinds of inputs it takes."""
+    import collections
+
+    import jax
+
+    from jgrad.core._dtype import x64_scope
+
+    seen = []
+    orig = _segment.Segment._run
+
+    def keep(self, live, state):
+        seen.append(list(self.inputs))
+        return orig(self, live, state)
+
+    _segment.Segment._run = keep
+    try:
+        run()
+    finally:
+        _segment.Segment._run = orig
+    inputs = seen[-1]
+    entry = _segment._listed[-1]
+    exe, _ = entry.pick(())
+    if exe is None or _segment.donate_inputs:
+        print("probe: no executable without donation (run with --no-donate)")
+        return
+    kinds = collections.Counter(
+        (type(a).__name__, getattr(a, "committed", None), getattr(a, "weak_type", None),
+         str(getattr(a, "sharding", ""))[:40], getattr(a, "size", 0) <= 8) for a in inputs)
+    print(f"probe: {len(inputs)} inputs; kinds (type, committed, weak, sharding, scalar-sized): {dict(kinds)}")
+    jax.block_until_ready(exe(*inputs))
+    dev = next(iter(inputs[0].devices()))
+
+    def uncommitted(a):  # the weakly typed scalars as device_scalar made them before 2026-11-26
+        if not (isinstance(a, jax.Array) and a.weak_type and a.size == 1):
+            return a
+        with jax.default_device(dev), x64_scope():
+            return jax.numpy.asarray(a.item(), dtype=a.dtype)
+
+    for label, args in (("as recorded", inputs),
+                        ("all committed", [jax.device_put(a, a.sharding) if isinstance(a, jax.Array) and
+                                           not a.committed else a for a in inputs]),
+                        ("weak scalars uncommitted", [uncommitted(a) for a in inputs])):
+        ts = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            out = exe(*args)
+            ts.append(time.perf_counter() - t0)
+        jax.block_until_ready(out)
+        print(f"probe: executable call {label}: host {1e3 * np.median(ts):.2f} ms (median of 20, no sync between)")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
@@ -50,6 +103,9 @@ def main(argv=None):
     p.add_argument("--no-item", action="store_true", help="do not read the loss every step")
     p.add_argument("--no-donate", action="store_true", help="segments donate no inputs (_segment.donate_inputs)")
     p.add_argument("--no-profile", action="store_true", help="skip the cProfile of five steps")
+    p.add_argument("--probe-call", action="store_true",
+                   help="with --no-donate: call the last step's executable again on its inputs, timed, and list "
+                        "the kinds of its inputs")
     args = p.parse_args(argv)
     g.AUTOCAST[0] = args.autocast
     cfg = g.TINY if args.tiny else g.REAL
@@ -90,6 +146,8 @@ def main(argv=None):
         num = next((i for i, e in enumerate(listed) if e is entry), "?")
         print(f"  #{num} ops {ops} donatable {n_don} variants {masks} compiled {compiled}")
     _segment.wait_compiles()
+    if args.probe_call:
+        _probe_call(_segment, run)
     if args.no_profile:
         return 0
     prof = cProfile.Profile()
