@@ -534,15 +534,19 @@ def test_a_repeated_call_runs_its_executable_without_a_key():
         assert F.trace_cache_info()["hits"] == before
     call(xs, expect_kept=False)  # the uncached call was the last one: full path, kept again after
     call(xs)
-    # grad's own kept call, with aux outputs restored, and a Jacobian's
+    # grad's own kept call, with aux outputs restored, a Jacobian's, and jvp's of a transform (an HVP)
     gv = F.grad(lambda a: ((a * 2).sum(), {"a": a.sin(), "tag": 1}), has_aux=True)
     jr = F.jacrev(lambda a: a.sin() * a)
+    g3 = F.grad(lambda a: (a ** 3).sum())
     for n in range(3):
         before = kept()
-        a = jg.randn(3)
+        a, t = jg.randn(3), jg.randn(3)
         g, aux = gv(a)
         close(g, np.full(3, 2.0))
         close(aux["a"], np.sin(a.numpy()))
         assert aux["tag"] == 1
         close(jr(a), np.diag(np.cos(a.numpy()) * a.numpy() + np.sin(a.numpy())))
-        assert kept() - before == (2 if n else 0)
+        grad_a, hvp = F.jvp(g3, (a,), (t,))
+        close(grad_a, 3 * a.numpy() ** 2)
+        close(hvp, 6 * a.numpy() * t.numpy())
+        assert kept() - before == (3 if n else 0)

@@ -257,10 +257,17 @@ def _as_dtype_of(p, t):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """``(func(*primals), jvp_out[, aux])``: the Jacobian-vector product by forward mode (``jax.jvp``)."""
     what = "jvp(f, primals, tangents)"
-    nums, ptrees, ttrees, devs = _jvp_inputs(primals, tangents, what)
-    dev = first_device(primals, [d[0] if d else None for d in devs])
     aux_box = _Aux()
     out_box = []
+    box = _guards.box_of(func)
+    kept = _guards.kept_of(func, ("jvp", has_aux)) if box is not None else None
+    if kept is not None and isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list)):
+        leaves, treedef = jax.tree_util.tree_flatten((tuple(primals), tuple(tangents)), is_leaf=is_tensor)
+        hit = kept.run(leaves, treedef, None, box, (aux_box, out_box))  # a repeated call: its executable at once
+        if hit is not None:
+            return _jvp_results(jax.tree_util.tree_unflatten(hit[1], hit[0]), out_box, kept.extra, has_aux, aux_box)
+    nums, ptrees, ttrees, devs = _jvp_inputs(primals, tangents, what)
+    dev = first_device(primals, [d[0] if d else None for d in devs])
 
     def jf(*diff):
         out = func(*_rebuild(tuple(primals), nums, diff, devs))
@@ -269,11 +276,22 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         out_box.append(treedef)
         return arrs, (aux_box.pack(aux) if has_aux else [])
 
+    used = []
     with transform_scope():
-        ck = _trace_cache.call_key("jvp", (has_aux,), func, (tuple(primals), tuple(tangents)),
-                                   box=_guards.box_of(func))
-        out, tan, aux = run(lambda p, t: jax.jvp(jf, p, t, has_aux=True), tuple(ptrees), tuple(ttrees), cache=ck,
-                            boxes=(aux_box, out_box))
+        ck = _trace_cache.call_key("jvp", (has_aux,), func, (tuple(primals), tuple(tangents)), box=box)
+        res = run(lambda p, t: jax.jvp(jf, p, t, has_aux=True), tuple(ptrees), tuple(ttrees), cache=ck,
+                  boxes=(aux_box, out_box), used=used)
+    if kept is not None:
+        # the executable's inputs are every primal's and tangent's array, unless a tangent was converted
+        leaves, treedef = jax.tree_util.tree_flatten((tuple(primals), tuple(tangents)), is_leaf=is_tensor)
+        flat = jax.tree_util.tree_leaves((ptrees, ttrees))
+        same = len(flat) == len(leaves) and all(a is x._data for a, x in zip(flat, leaves))
+        kept.learn(box, leaves, treedef, used if same else None, range(len(leaves)), dev)
+    return _jvp_results(res, out_box, dev, has_aux, aux_box)
+
+
+def _jvp_results(res, out_box, dev, has_aux, aux_box):
+    out, tan, aux = res
     tree = out_box[-1]
     res = (jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in out]),
            jax.tree_util.tree_unflatten(tree, [wrap(a, dev) for a in tan]))

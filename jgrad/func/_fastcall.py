@@ -4,7 +4,8 @@ A cached call of ``vmap(f)``, ``grad(f)``, ``jacrev(f)``... builds its trace-cac
 (``_trace_cache.call_key``: the arguments' structure and signatures, the function's key, the modes), looks the
 trace up, re-reads the tensors it read, and only then calls the executable: 50-100 us of Python, where
 ``jax.jit``'s own call costs ~10 us. A research loop calls the same transformed function on arguments of the
-same kind over and over, so each transform keeps a ``LastCall``: what its last cached call was keyed on, in a
+same kind over and over, so each transform keeps a ``LastCall`` (``jvp`` keeps one per transform result it is
+called on: ``jvp(grad(f), ...)``, ``_guards.kept_of``): what its last cached call was keyed on, in a
 form that can be compared without hashing (the arguments' tree structure, each leaf's signature, the
 function's ``_guards`` record, the modes), the trace entry it ran, and where each of the executable's inputs
 came from among the arguments. A call that compares equal on all of these would build the same key and find
