@@ -40,7 +40,6 @@ _NEVER = object()          # a tensor whose array was not concrete when recorded
 _DATA = operator.attrgetter("_data")
 _REQ = operator.attrgetter("_req")
 _CELL = operator.attrgetter("cell_contents")
-_VALUES = operator.methodcaller("values")
 _FN_ATTRS = operator.attrgetter("__code__", "__defaults__", "__kwdefaults__", "__module__")
 _OBJ_ATTRS = operator.attrgetter("__dict__", "__class__")
 _PARTIAL_ATTRS = operator.attrgetter("func", "args", "keywords")
@@ -53,14 +52,15 @@ class Guards:
     """What one walk of ``func`` read (see the module docstring), and that walk's results."""
 
     __slots__ = ("ok", "func", "gen", "getters", "owners", "attr_vals", "dicts", "dict_lens", "dict_keys",
-                 "dict_vals", "seqs", "seq_lens", "seq_vals", "cells", "cell_vals", "typed", "types", "globs",
-                 "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
+                 "dict_vals", "dict_views", "seqs", "seq_lens", "seq_vals", "cells", "cell_vals", "typed", "types",
+                 "globs", "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
 
     def __init__(self, func):
         self.ok = True
         self.func, self.gen = func, _generation[0]
         self.getters, self.owners, self.attr_vals = [], [], []
         self.dicts, self.dict_lens, self.dict_keys, self.dict_vals = [], [], [], []
+        self.dict_views = []  # each dict's values view (live: made once, read on every check)
         self.seqs, self.seq_lens, self.seq_vals = [], [], []
         self.cells, self.cell_vals = [], []
         self.typed, self.types = [], []
@@ -92,6 +92,7 @@ class Guards:
             self.ok = False
             return
         self.dicts.append(d)
+        self.dict_views.append(d.values())
         self.dict_lens.append(len(d))
         self.dict_keys.extend(d)
         self.dict_vals.extend(d.values())
@@ -150,7 +151,7 @@ class Guards:
                     and all(map(_is, map(_CELL, self.cells), self.cell_vals))
                     and tuple(map(len, self.dicts)) == self.dict_lens
                     and all(map(_is, _chain(self.dicts), self.dict_keys))
-                    and all(map(_is, _chain(map(_VALUES, self.dicts)), self.dict_vals))
+                    and all(map(_is, _chain(self.dict_views), self.dict_vals))
                     and tuple(map(len, self.seqs)) == self.seq_lens
                     and all(map(_is, _chain(self.seqs), self.seq_vals))
                     and all(map(_is, map(type, self.typed), self.types))):
