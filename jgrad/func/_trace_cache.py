@@ -19,8 +19,9 @@ is the same (``call_key``):
 
 Anything it cannot key (a tracer, a large NumPy array, a walk of more than ``_BUDGET`` objects) makes the
 call uncached: it is traced as before. The walk of the function is done in full only when something it read
-last time changed (``_guards``: the transform keeps a record of it); otherwise the last key is reused. The arrays of tensors the function read (its jaxpr's constants) are
-re-read on every cached call (``jgrad.runtime._trace_log`` records which tensor each came from), so an
+last time changed (``_guards``: the transform keeps a record of it); otherwise the last key is reused, and a
+call that repeats the transform's last one builds no key at all (``_fastcall``). The arrays of tensors the
+function read (its jaxpr's constants) are re-read on every cached call (``jgrad.runtime._trace_log`` records which tensor each came from), so an
 in-place update between calls is seen; a trace that drew random numbers, ran a module hook, read a value on
 the host, ran a backward pass or wrote into a tensor it did not make is never cached. docs/functional.md
 states the rule.
