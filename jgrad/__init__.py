@@ -17,8 +17,8 @@ from .core._dtype import (bfloat16, bool, complex64, complex128, double, dtype, 
                           set_default_dtype, uint8)
 from .core._tensor import Tensor
 from . import autograd
-from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
-                       set_grad_enabled)
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference, is_inference_mode_enabled,
+                       no_grad, set_grad_enabled)
 from . import ops
 from .runtime import _backward_plan  # noqa: F401  (installs the engine's "auto"-mode fast path; needs OpNode)
 from .ops import *  # noqa: F401,F403

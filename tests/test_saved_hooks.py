@@ -241,12 +241,12 @@ def _inference_tensors(L):
         flags = [x.is_inference(), y.is_inference(), y.requires_grad, w.is_inference()]
         x.add_(1)  # in-place on an inference tensor inside inference mode is fine
     z = x + 1
-    flags += [z.is_inference(), z.requires_grad, x.clone().is_inference()]
+    flags += [z.is_inference(), z.requires_grad, x.clone().is_inference(), L.is_inference(x), L.is_inference(w)]
     (w * x.clone()).sum().backward()  # a clone is a normal tensor
     (w + x).sum().backward()  # add saves nothing: an inference tensor may take part
     value = _np(x)
     # (PyTorch writes x before it raises on the in-place add; jgrad raises first: nothing read after it)
-    errs = [_err(lambda: w * x), _err(lambda: x.add_(1))]
+    errs = [_err(lambda: w * x), _err(lambda: x.add_(1)), _err(lambda: L.is_inference(1))]
     return flags, errs, value, _np(w.grad)
 
 

@@ -18,7 +18,7 @@ from . import function  # noqa: F401
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,  # noqa: F401
                         set_grad_enabled, state as _state)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
-from .node import Node, RemovableHandle, gradient_edge
+from .node import Node, RemovableHandle, gradient_edge, is_inference  # noqa: F401 (jg.is_inference)
 
 __all__ = ["backward", "grad", "Function", "once_differentiable", "no_grad", "enable_grad", "set_grad_enabled",
            "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly", "gradcheck",

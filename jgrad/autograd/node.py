@@ -275,6 +275,13 @@ Tensor.is_inference = lambda self: self._inference
 Tensor.is_inference.__doc__ = "Whether this tensor was made in inference mode (an inference tensor)."
 
 
+def is_inference(input) -> bool:  # noqa: A002 - PyTorch's argument name
+    """Whether ``input`` is an inference tensor (made in inference mode), as ``torch.is_inference``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    return input._inference
+
+
 _SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
     "have already been freed). Saved intermediate values of the graph are freed when you call "
