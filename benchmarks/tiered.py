@@ -9,7 +9,8 @@ interleaved, medians of batches (benchmarks/common.py), ratios within the run:
 (mlp)       small MLP training step: 8 x Linear(256, 256), ReLU, batch 64, MSELoss, SGD lr=1e-3,
             ``opt.zero_grad(); loss = crit(model(x), y); loss.backward(); opt.step(); loss.item()``.
             jgrad "auto" and "eager", the same step captured with ``jg.graph`` and replayed
-            (``g.replay(); loss.item()``), PyTorch eager (same code), ``jax.jit`` of the whole step.
+            (``g.replay(); loss.item()``), the step as a function under ``jg.compile`` (its loss read
+            outside), PyTorch eager (same code), ``jax.jit`` of the whole step.
 (hessian)   tanh MLP 6 x 512, batch 10000, input 1 -> output 1: ``grad(y, x, create_graph=True)``,
             then ``grad`` of that (PR 82544's model, ``benchmarks/hessian.py``), value read back.
 (chain)     100 elementwise muls on 64x256 forward, ``y.sum().backward()``, ``x.grad`` read; per op.
@@ -21,7 +22,8 @@ interleaved, medians of batches (benchmarks/common.py), ratios within the run:
 
 Goals (issue 16): on the GPU machine, MLP step auto <= 0.5x PyTorch eager and <= 1.5x the replay;
 Hessian auto <= 1.0x PyTorch eager; chain auto <= 1.0x PyTorch per op; cold <= 1.2x eager mode. On
-the 2-core CPU: MLP step auto <= 1.15x jax.jit of the step and <= 1.2x PyTorch eager.
+the 2-core CPU: MLP step auto <= 1.15x jax.jit of the step and <= 1.2x PyTorch eager. Everywhere (issue
+28): the ``jg.compile`` step <= 1.2x the replay.
 """
 from __future__ import annotations
 
@@ -161,6 +163,31 @@ def jax_mlp(W0, B0, X, Y, read=True):
     return step
 
 
+def _compiled_mlp(jg, W0, B0, X, Y, read):
+    """The ``jg.compile`` row: the training step as a function (zero_grad, forward, backward, optimizer step),
+    compiled; the loss read outside it (a read inside would run that call eagerly)."""
+    model, opt, crit, x, y, _ = jgrad_mlp(jg, W0, B0, X, Y)
+
+    def train_step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        loss = crit(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = jg.compile(train_step)
+    with jg.execution_mode("eager"):
+        for _ in range(2):  # the eager warm-up call, then the call that captures and compiles
+            compiled(x, y).item()
+
+    def run():
+        loss = compiled(x, y)
+        return loss.item() if read else loss
+
+    return common.Variant("jg.compile", run, around=_mode(jg, "eager"),
+                          note="jg.compile(train_step)(x, y): guards, then a replay")
+
+
 def bench_mlp(args, tdev, repeat):
     tables, verdicts = [], []
     for read in (True, False):
@@ -196,6 +223,7 @@ def _bench_mlp(args, tdev, repeat, read):
         return loss.item() if read else loss
 
     variants.append(common.Variant("jgrad replay", replay, note="the step captured with jg.graph, g.replay()"))
+    variants.append(_compiled_mlp(jg, W0, B0, X, Y, read))
     if torch is not None:
         variants.append(common.Variant("torch eager", torch_mlp(torch, tdev, W0, B0, X, Y, read),
                                        sync=common.torch_sync(tdev), note=f"same code, {tdev}"))
@@ -216,7 +244,9 @@ def _bench_mlp(args, tdev, repeat, read):
                                            "<= 0.5x", a / by["torch eager"] <= 0.5))
         verdicts.append(common.verdict(f"MLP step ({tag}), auto / replay", f"{a / by['jgrad replay']:.2f}x",
                                        "<= 1.5x", a / by["jgrad replay"] <= 1.5))
-    else:
+    c = by["jg.compile"] / by["jgrad replay"]  # issue 28: a compiled small-MLP train step <= 1.2x the replay
+    verdicts.append(common.verdict(f"MLP step ({tag}), jg.compile / replay", f"{c:.2f}x", "<= 1.2x", c <= 1.2))
+    if args.device != "gpu":
         verdicts.append(common.verdict(f"MLP step ({tag}), auto / jax.jit(step)", f"{a / by['jax.jit(step)']:.2f}x",
                                        "<= 1.15x", a / by["jax.jit(step)"] <= 1.15))
         if "torch eager" in by:
