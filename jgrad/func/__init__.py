@@ -260,7 +260,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     aux_box = _Aux()
     out_box = []
     box = _guards.box_of(func)
-    kept = _guards.kept_of(func, ("jvp", has_aux)) if box is not None else None
+    kept = _fastcall.kept_of(func, ("jvp", has_aux)) if box is not None else None
     if kept is not None and isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list)):
         leaves, treedef = jax.tree_util.tree_flatten((tuple(primals), tuple(tangents)), is_leaf=is_tensor)
         hit = kept.run(leaves, treedef, None, box, (aux_box, out_box))  # a repeated call: its executable at once

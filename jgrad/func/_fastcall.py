@@ -5,7 +5,7 @@ A cached call of ``vmap(f)``, ``grad(f)``, ``jacrev(f)``... builds its trace-cac
 trace up, re-reads the tensors it read, and only then calls the executable: 50-100 us of Python, where
 ``jax.jit``'s own call costs ~10 us. A research loop calls the same transformed function on arguments of the
 same kind over and over, so each transform keeps a ``LastCall`` (``jvp`` keeps one per transform result it is
-called on: ``jvp(grad(f), ...)``, ``_guards.kept_of``): what its last cached call was keyed on, in a
+called on: ``jvp(grad(f), ...)``, ``kept_of``): what its last cached call was keyed on, in a
 form that can be compared without hashing (the arguments' tree structure, each leaf's signature, the
 function's ``_guards`` record, the modes), the trace entry it ran, and where each of the executable's inputs
 came from among the arguments. A call that compares equal on all of these would build the same key and find
@@ -35,7 +35,7 @@ from ..runtime import _trace_log
 from . import _trace_cache
 from ._functional import restore
 
-__all__ = ["LastCall"]
+__all__ = ["LastCall", "kept_of"]
 
 #: False: every call builds its key (the full path), as before kept calls existed; for measuring what they save.
 enabled = True
@@ -142,6 +142,18 @@ class LastCall:
         with _dtype.x64_scope():
             out = entry.exe(consts, flat)
         return out, entry.out_tree
+
+
+def kept_of(func, tag):
+    """The ``LastCall`` a function transform (``jvp``) keeps for ``func``, a transform's result (its table:
+    ``_guards.give_box``); made on first use. None for any other function."""
+    table = getattr(func, "__jgrad_kept__", None)
+    if type(table) is not dict:
+        return None
+    kept = table.get(tag)
+    if kept is None:
+        kept = table[tag] = LastCall()
+    return kept
 
 
 _trace_cache._UNKEYED.add(LastCall)

@@ -33,7 +33,7 @@ import operator
 import types
 import weakref
 
-__all__ = ["Guards", "new_box", "box_of", "give_box", "kept_of", "memo_of", "remember", "clear"]
+__all__ = ["Guards", "new_box", "box_of", "give_box", "memo_of", "remember", "clear"]
 
 _MISSING = object()        # a global name not bound (yet)
 _NEVER = object()          # a tensor whose array was not concrete when recorded: its shape is always read again
@@ -213,23 +213,10 @@ def box_of(func):
 
 def give_box(wrapper):
     """Give a transform's result its own box (``functools.wraps`` copied the wrapped function's attributes), and
-    its own table of the last calls that ``jvp`` made of it (``kept_of``)."""
+    its own table of the last calls that ``jvp`` made of it (``_fastcall.kept_of``)."""
     wrapper.__jgrad_key_box__ = new_box()
     wrapper.__jgrad_kept__ = {}
     return wrapper
-
-
-def kept_of(func, tag):
-    """The ``_fastcall.LastCall`` a function transform (``jvp``) keeps for ``func``, a transform's result; made
-    on first use."""
-    table = getattr(func, "__jgrad_kept__", None)
-    if type(table) is not dict:
-        return None
-    kept = table.get(tag)
-    if kept is None:
-        from ._fastcall import LastCall  # (_fastcall imports _trace_cache, which imports this module)
-        kept = table[tag] = LastCall()
-    return kept
 
 
 def memo_of(box, func):
