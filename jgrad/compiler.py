@@ -29,6 +29,8 @@ Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor``, ``autog
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import threading
 import warnings
 import weakref
@@ -292,25 +294,76 @@ _MISSING = object()
 
 def _module_key(m):
     """Every submodule's ``training`` flag; each parameter's identity, shape, dtype, ``requires_grad`` and whether
-    its ``.grad`` is set; each buffer's identity. (A walk of the ``_modules`` dicts: ``modules()`` and
-    ``parameters()`` cost ~30x more on a 12-layer GPT.)"""
-    training, params, bufs, seen = [], [], [], set()
-    stack = [m]
-    while stack:
-        s = stack.pop()
-        if s is None:
-            continue
-        training.append(s.training)
-        for p in s._parameters.values():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
-        bufs.extend(map(id, s._buffers.values()))
-        stack.extend(s._modules.values())
-    data = [p._data for p in params]
-    return (id(m), tuple(training), tuple(map(id, params)), tuple([p._grad is None for p in params]),
-            tuple([p._req for p in params]), tuple([getattr(d, "shape", None) for d in data]),
-            tuple([getattr(d, "dtype", None) for d in data]), tuple(bufs))
+    its ``.grad`` is set; each buffer's identity. The submodules, parameters and buffers are those of the last
+    walk of the ``_modules`` dicts (``_ModuleTree``) while none of the dicts it read changed; the flags, grads and
+    shapes are read on every call, each kind in one bulk step."""
+    tree = _module_tree(m)
+    params = tree.params
+    data = list(map(_DATA, params))
+    try:
+        shapes, dtypes = tuple(map(_SHAPE, data)), tuple(map(_DTYPE, data))
+    except AttributeError:  # a parameter without an array (a capture's placeholder)
+        shapes = tuple([getattr(d, "shape", None) for d in data])
+        dtypes = tuple([getattr(d, "dtype", None) for d in data])
+    return (id(m), m.training, tuple(map(_TRAINING, tree.mods)), tree.param_ids,
+            tuple(map(operator.is_, map(_GRAD, params), itertools.repeat(None))), tuple(map(_REQ, params)),
+            shapes, dtypes, tree.buf_ids)
+
+
+_DATA, _SHAPE, _DTYPE = operator.attrgetter("_data"), operator.attrgetter("shape"), operator.attrgetter("dtype")
+_TRAINING, _GRAD, _REQ = operator.attrgetter("training"), operator.attrgetter("_grad"), operator.attrgetter("_req")
+_DICTS = operator.attrgetter("_parameters", "_buffers", "_modules")
+
+
+class _ModuleTree:
+    """One walk of a module's ``_modules`` dicts (a walk costs ~30x more than checking it on a 12-layer GPT): its
+    submodules (the module itself is not held: the tree goes with it), the de-duplicated parameters, the
+    buffers' identities, and the dicts it read with their values, so that ``holds`` can tell in a few bulk steps
+    that a walk now would find the same."""
+
+    __slots__ = ("mods", "params", "param_ids", "buf_ids", "dicts", "lens", "views", "vals")
+
+    def __init__(self, m):
+        mods, params, bufs, dicts, seen = [], [], [], [], set()
+        stack = [m]
+        while stack:
+            s = stack.pop()
+            if s is None:
+                continue
+            if s is not m:
+                mods.append(s)
+            ps, bs, ms = _DICTS(s)
+            dicts += (ps, bs, ms)
+            for p in ps.values():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+            bufs.extend(map(id, bs.values()))
+            stack.extend(ms.values())
+        self.mods, self.params, self.param_ids, self.buf_ids = mods, params, tuple(map(id, params)), tuple(bufs)
+        self.dicts, self.lens = dicts, tuple(map(len, dicts))
+        self.views = [d.values() for d in dicts]
+        self.vals = [v for d in dicts for v in d.values()]
+
+    def holds(self, m):
+        """Whether ``m`` and each submodule still have the same three dicts, of the same lengths and values (by
+        identity)."""
+        return (all(map(operator.is_, itertools.chain(_DICTS(m), *map(_DICTS, self.mods)), self.dicts))
+                and tuple(map(len, self.dicts)) == self.lens
+                and all(map(operator.is_, itertools.chain.from_iterable(self.views), self.vals)))
+
+
+_TREES: dict = {}  # id(module) -> (a weak reference to it, its _ModuleTree), dropped with the module
+
+
+def _module_tree(m):
+    kept = _TREES.get(id(m))
+    if kept is not None and kept[0]() is m and kept[1].holds(m):
+        return kept[1]
+    tree = _ModuleTree(m)
+    i = id(m)
+    _TREES[i] = (weakref.ref(m, lambda _, i=i: _TREES.pop(i, None)), tree)
+    return tree
 
 
 def _optimizer_key(opt):

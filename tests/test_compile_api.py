@@ -267,6 +267,16 @@ def test_module_compile_gradients_match_pytorch():
         np.testing.assert_allclose(_np(model(jg.tensor(xs[0]))), _np(model[2](jg.tanh(model[0](jg.tensor(xs[0]))))),
                                    rtol=1e-6)
     assert _programs(cf) == n + 2
+    # a submodule replaced, and a parameter written straight into a submodule's dict: each a new program
+    model[2] = nn.Linear(16, 3)
+    model[0]._parameters["bias"] = nn.Parameter(jg.ones(16))
+    for k in (3, 4):
+        with jg.no_grad():
+            if k == 4:
+                model[2]._parameters["bias"] = nn.Parameter(jg.full((3,), 2.0))
+            np.testing.assert_allclose(_np(model(jg.tensor(xs[0]))),
+                                       _np(model[2](jg.tanh(model[0](jg.tensor(xs[0]))))), rtol=1e-6)
+        assert _programs(cf) == n + k
 
 
 @pytest.mark.one_execution_mode
