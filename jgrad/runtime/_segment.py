@@ -146,6 +146,8 @@ compile_payback = 1.0
 compile_nice = 10
 #: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
 compile_prior = (0.3, 0.02)
+#: Gradients ``zero_grad`` let go of that one segment keeps to write its results into (``Segment.recycle``).
+max_spares = 1024
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
 max_structures = 50_000
 
@@ -208,6 +210,14 @@ def flush_device(device) -> None:
     seg = _open.get(device)
     if seg is not None:
         seg.flush()
+
+
+def recycle(array, device) -> None:
+    """``array`` is let go of (a gradient ``zero_grad(set_to_none=True)`` drops): the pending segment of ``device``
+    may write its results into its memory, if nothing else holds it at the barrier (auto mode, plain devices)."""
+    if auto[0] and type(array) is _ArrayImpl and type(device) is _Device and donate_inputs \
+            and not streams.active_captures:
+        segment_for(device).recycle(array)
 
 
 def step_boundary() -> None:
@@ -447,6 +457,7 @@ class Segment(Recorder):
         self.packs = {}         # input index -> the _segment_run.Pack whose flat array that input is
         self.node = _root
         self.journal_map = {}   # id(tensor) -> what it held before this segment first rebound it (Segment.journal)
+        self.spares = []        # arrays let go of before this barrier, given to the executable to write into (recycle)
         g = self.gens = _fail.Gens()  # generators whose key this segment advanced, and their keys before
         g.seg, g.old, g.lock = self, {}, _lock
 
@@ -580,6 +591,13 @@ class Segment(Recorder):
                     d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
                 j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
 
+    def recycle(self, array):
+        """``array`` (a gradient ``zero_grad`` lets go of) may give its memory to this segment's results."""
+        with _lock:
+            spares = self.spares
+            if self.pending and len(spares) < max_spares:
+                spares.append(array)
+
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
             if self._slot.get(id(x)) == k:
@@ -647,19 +665,28 @@ class Segment(Recorder):
     def _drop(self):
         # Buffers keep their segment (owner): let go of what it holds.
         self.steps = self.inputs = self.buffers = self.gens = self.packs = None
-        self._slot = self.journal_map = self.scalars = None
+        self._slot = self.journal_map = self.scalars = self.spares = None
 
     def _run(self, live, state):
         """Run the recorded steps once and bind ``live`` to their values."""
         out_idx = tuple(b.index for b in live)
         donate = self._donatable()
+        spares = self._usable_spares()
+        inputs = self.inputs
+        if spares:
+            n = len(inputs)
+            inputs = inputs + spares
+            donate += tuple(range(n, n + len(spares)))
+            plan_key = (out_idx, tuple(x.aval for x in spares))
+        else:
+            plan_key = out_idx
         node = self.node
         if node.plans is None:
             node.plans = {}
-        entry = node.plans.get(out_idx)
+        entry = node.plans.get(plan_key)
         if entry is None:
-            entry = node.plans[out_idx] = _Entry(len(self.steps), weight=_weight(self.steps))
-            entry.why = _info.why_new(node, out_idx)
+            entry = node.plans[plan_key] = _Entry(len(self.steps), weight=_weight(self.steps))
+            entry.why = _info.why_new(node, plan_key)
             _stats.structures += 1
             if len(_listed) >= max_listed:
                 del _listed[:max(1, max_listed // 2)]
@@ -668,14 +695,13 @@ class Segment(Recorder):
         entry.seen_total += 1
         _stats.segments += 1
         exe, mask = entry.pick(donate) if entry.variants else (None, ())
-        inputs = self.inputs
         if exe is None and entry.variants:
             exe, mask, inputs = _with_copies(entry, inputs, donate)
         if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
                 and len(self.steps) >= min_steps and _worth_compiling(entry):
             # Compiled for what may be donated now; a later run that can donate less copies what it may not
             # give away, one that can donate more uses it (donating fewer inputs is always safe).
-            self._start_compile(entry, live, donate)
+            self._start_compile(entry, live, donate, inputs)
             exe, mask = entry.pick(donate)
         if exe is not None:
             _executables.touch(entry)
@@ -751,6 +777,20 @@ class Segment(Recorder):
                 out.append(k)
         return tuple(out)
 
+    def _usable_spares(self):
+        """The spares nothing else holds (their memory can be given to the results), in order."""
+        spares = self.spares
+        if not spares or not donate_inputs or type(self.device) is not _Device:
+            return []
+        getrefcount = sys.getrefcount
+        out = []
+        for k in range(len(spares)):
+            x = spares[k]
+            # held by self.spares, this loop and getrefcount's argument only
+            if getrefcount(x) <= 3 and x not in _external and not x.is_deleted():
+                out.append(x)
+        return out
+
     def _interpret(self, out_idx, state):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each.
 
@@ -768,8 +808,8 @@ class Segment(Recorder):
             _fail.unshare_gated(out, out_idx, last[3])
         return out
 
-    def _start_compile(self, entry, live, donate):
-        steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers
+    def _start_compile(self, entry, live, donate, inputs):
+        steps, specs, device, n = self.steps, [_run.spec(x) for x in inputs], self.device, self.n_buffers
         if entry.layout is None:
             host = entry.scalars_read and self._wants_host_copies()
             entry.layout = _run.Layout(live, device, pack_outputs, pack_max_bytes, host)

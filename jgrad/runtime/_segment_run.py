@@ -324,8 +324,8 @@ def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options
     with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
             jax.default_device(device.jax_device), x64_scope():
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
-        jitted = jax.jit(run, donate_argnums=donate) if out_shardings is None else \
-            jax.jit(run, donate_argnums=donate, out_shardings=out_shardings)
+        jitted = jax.jit(run, donate_argnums=donate, keep_unused=True) if out_shardings is None else \
+            jax.jit(run, donate_argnums=donate, keep_unused=True, out_shardings=out_shardings)
         lowered = jitted.lower(*specs)
         options = compiler_options(device.type != "cpu", False) if gpu_options is None else (
             gpu_options if device.type != "cpu" else None)
