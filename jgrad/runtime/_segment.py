@@ -212,12 +212,18 @@ def flush_device(device) -> None:
         seg.flush()
 
 
-def recycle(array, device) -> None:
-    """``array`` is let go of (a gradient ``zero_grad(set_to_none=True)`` drops): the pending segment of ``device``
-    may write its results into its memory, if nothing else holds it at the barrier (auto mode, plain devices)."""
-    if auto[0] and type(array) is _ArrayImpl and type(device) is _Device and donate_inputs \
-            and not streams.active_captures:
-        segment_for(device).recycle(array)
+def recycle(arrays) -> None:
+    """``arrays`` ((array, device) pairs: the gradients ``zero_grad(set_to_none=True)`` drops) are let go of: the
+    pending segment of each device may write its results into their memory, if nothing else holds them at its
+    barrier (auto mode, plain devices, no capture under way)."""
+    if not (auto[0] and donate_inputs) or streams.active_captures:
+        return
+    by_device = {}
+    for array, device in arrays:
+        if type(array) is _ArrayImpl and type(device) is _Device:
+            by_device.setdefault(device, []).append(array)
+    for device, spares in by_device.items():
+        segment_for(device).recycle(spares)
 
 
 def step_boundary() -> None:
@@ -419,8 +425,19 @@ def _by_value(x):
     few ints (a view's offsets). Both are cached per value, so two that happen to be equal are one array: shared,
     they would make a structure that depends on the values. (A tensor read twice is one input, as it may be
     donated only once no other slot holds it.)"""
-    size = getattr(x, "size", 9)
-    return size <= 8 and (getattr(x, "weak_type", False) or x.dtype.kind in "iub")
+    aval = getattr(x, "aval", None)
+    if aval is None:
+        size = getattr(x, "size", 9)
+        return size <= 8 and (getattr(x, "weak_type", False) or x.dtype.kind in "iub")
+    by = _BY_VALUE.get(aval)
+    if by is None:  # (an array's size is a Python property: per aval, once)
+        if len(_BY_VALUE) > 4096:
+            _BY_VALUE.clear()
+        by = _BY_VALUE[aval] = aval.size <= 8 and (aval.weak_type or aval.dtype.kind in "iub")
+    return by
+
+
+_BY_VALUE: dict = {}
 _SCALARS = (int, float, bool, complex)
 _Tracer = jax.core.Tracer
 
@@ -591,12 +608,13 @@ class Segment(Recorder):
                     d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
                 j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
 
-    def recycle(self, array):
-        """``array`` (a gradient ``zero_grad`` lets go of) may give its memory to this segment's results."""
+    def recycle(self, arrays):
+        """``arrays`` (gradients ``zero_grad`` lets go of) may give their memory to this segment's results."""
         with _lock:
+            if not self.pending:
+                return segment_for(self.device).recycle(arrays)
             spares = self.spares
-            if self.pending and len(spares) < max_spares:
-                spares.append(array)
+            spares += arrays[:max(0, max_spares - len(spares))]
 
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
@@ -764,6 +782,7 @@ class Segment(Recorder):
         # Not on a mesh: a sharded array's shards are other Python objects on the same buffers (to_local,
         # collectives), which the reference count does not see.
         plain = type(self.device) is _Device
+        external = _external if len(_external) else ()
         for k in range(len(inputs)):
             x = inputs[k]  # (not enumerate: its result tuple would hold x too)
             pack = packs.get(k) if packs else None
@@ -773,7 +792,7 @@ class Segment(Recorder):
             # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
             # view or user reference can read it (memory another library shares is never donated)
             elif plain and getrefcount(x) <= 3 + spare.get(id(x), 0) and type(x) is _ArrayImpl \
-                    and x not in _external:
+                    and x not in external:
                 out.append(k)
         return tuple(out)
 
@@ -783,11 +802,12 @@ class Segment(Recorder):
         if not spares or not donate_inputs or type(self.device) is not _Device:
             return []
         getrefcount = sys.getrefcount
+        external = _external if len(_external) else ()
         out = []
         for k in range(len(spares)):
             x = spares[k]
             # held by self.spares, this loop and getrefcount's argument only
-            if getrefcount(x) <= 3 and x not in _external and not x.is_deleted():
+            if getrefcount(x) <= 3 and x not in external:
                 out.append(x)
         return out
 
