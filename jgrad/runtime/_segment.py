@@ -748,6 +748,8 @@ class Segment(Recorder):
                     self._bind(live, vals, pack, state)
                     return
             state.compiled = False
+        if spares:  # op by op: the gradients let go of are freed now, before the new ones are made (peak memory)
+            self.spares = spares = inputs = None
         _stats.interpreted += 1
         t0 = _clock()
         vals = self._interpret(out_idx, state)
