@@ -393,6 +393,8 @@ class _Entry:
         """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
         best = (None, ())
         for mask, exe in self.variants:
+            if mask == donatable:  # (the hot case: it donates all it may, no variant donates more)
+                return exe, mask
             if len(mask) >= len(best[1]) and set(mask) <= set(donatable):
                 best = (exe, mask)
         return best
