@@ -691,7 +691,7 @@ class Segment(Recorder):
         """Run the recorded steps once and bind ``live`` to their values."""
         out_idx = tuple(b.index for b in live)
         donate = self._donatable()
-        spares = self._usable_spares()
+        spares = self._usable_spares(live)
         inputs = self.inputs
         if spares:
             n = len(inputs)
@@ -800,11 +800,18 @@ class Segment(Recorder):
                 out.append(k)
         return tuple(out)
 
-    def _usable_spares(self):
-        """The spares nothing else holds (their memory can be given to the results), in order."""
+    def _usable_spares(self, live):
+        """The spares nothing else holds whose memory a result of the same shape and dtype can take, in order.
+
+        (One no result could take is left out: it would only make this structure differ from the same work
+        recorded without it, such as an evaluation step after ``zero_grad``.)"""
         spares = self.spares
         if not spares or not donate_inputs or type(self.device) is not _Device:
             return []
+        room = {}
+        for b in live:
+            k = (b.shape, b.dtype)
+            room[k] = room.get(k, 0) + 1
         getrefcount = sys.getrefcount
         external = _external if len(_external) else ()
         out = []
@@ -812,7 +819,11 @@ class Segment(Recorder):
             x = spares[k]
             # held by self.spares, this loop and getrefcount's argument only
             if getrefcount(x) <= 3 and x not in external:
-                out.append(x)
+                a = x.aval
+                a = (a.shape, a.dtype)
+                if room.get(a, 0) > 0:
+                    room[a] -= 1
+                    out.append(x)
         return out
 
     def _interpret(self, out_idx, state):
