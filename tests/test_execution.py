@@ -601,3 +601,23 @@ def test_gradients_zero_grad_lets_go_of_are_written_into_unless_held(tiers, monk
         np.testing.assert_array_equal(t.numpy(), before)
     assert tiers().compiled_runs > 0
     assert ptrs[-1] == ptrs[-3], "the last steps allocated new memory instead of reusing the old gradients'"
+
+
+def test_an_evaluation_after_zero_grad_is_the_structure_it_is_without_it(tiers):
+    # The dropped gradients go only to a run with results of their shape: an evaluation right after zero_grad is
+    # the same structure as one while the gradients are alive (not a variant of its own, compiled apart).
+    lin, x = nn.Linear(3, 2), jg.ones(4, 3)
+    opt = jg.optim.SGD(lin.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        lin(x).sum().backward()
+        opt.step()
+    with jg.no_grad():
+        lin(x).sum().item()  # the gradients alive
+    seen = tiers().structures
+    opt.zero_grad()
+    with jg.no_grad():
+        value = lin(x).sum().item()  # just after they were dropped
+    assert tiers().structures == seen
+    w, b = lin.weight.detach().numpy(), lin.bias.detach().numpy()
+    np.testing.assert_allclose(value, (np.ones((4, 3), np.float32) @ w.T + b).sum(), rtol=1e-5)
