@@ -35,8 +35,10 @@ everything recorded so far, found incrementally: no walk over the segment at the
 also remembers its step's output avals, so a repeated structure skips ``eval_shape``. At the barrier
 the key is completed by which buffers are still referenced (weak references: a tensor, a saved
 tensor, a ``.grad``, a generator key, a pending device-side check hold them) and which packed inputs
-may be donated; dead intermediates never leave the executable, so XLA fuses them away, and a segment
-whose results nobody holds does not run at all.
+may be donated, and which gradients ``zero_grad`` let go of go to it as donated, unread inputs (``recycle``:
+XLA writes results of their shape into them, so a training step allocates and frees no gradient); dead
+intermediates never leave the executable, so XLA fuses them away, and a segment whose results nobody holds
+does not run at all.
 
 What the barriers are: reading a value (``item``, ``tolist``, ``numpy``, ``bool``, ``repr``,
 ``__array__``, DLPack and interop exports, a captured graph's replay reading an input), stream
@@ -801,30 +803,10 @@ class Segment(Recorder):
         return tuple(out)
 
     def _usable_spares(self, live):
-        """The spares nothing else holds whose memory a result of the same shape and dtype can take, in order.
-
-        (One no result could take is left out: it would only make this structure differ from the same work
-        recorded without it, such as an evaluation step after ``zero_grad``.)"""
-        spares = self.spares
-        if not spares or not donate_inputs or type(self.device) is not _Device:
+        """The spares nothing else holds whose memory a result of their shape and dtype can take (``usable``)."""
+        if not self.spares or not donate_inputs or type(self.device) is not _Device:
             return []
-        room = {}
-        for b in live:
-            k = (b.shape, b.dtype)
-            room[k] = room.get(k, 0) + 1
-        getrefcount = sys.getrefcount
-        external = _external if len(_external) else ()
-        out = []
-        for k in range(len(spares)):
-            x = spares[k]
-            # held by self.spares, this loop and getrefcount's argument only
-            if getrefcount(x) <= 3 and x not in external:
-                a = x.aval
-                a = (a.shape, a.dtype)
-                if room.get(a, 0) > 0:
-                    room[a] -= 1
-                    out.append(x)
-        return out
+        return _run.usable_spares(self.spares, live, _external)
 
     def _interpret(self, out_idx, state):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each.
