@@ -566,3 +566,58 @@ def test_old_values_of_tensors_rebound_in_place_are_donated_unless_held(tiers):
     (p * p).sum().backward()
     opt.step()
     np.testing.assert_allclose(alias.numpy(), np.full(4, 0.5 ** 6), rtol=1e-6)
+
+
+
+def test_gradients_zero_grad_lets_go_of_are_written_into_unless_held(tiers, monkeypatch):
+    # zero_grad(set_to_none=True) hands the old gradients to the next step's executable, which writes its results
+    # into their memory (Segment.recycle: no allocation and no free per gradient); one the program still holds is
+    # not given and keeps its values. The training itself matches PyTorch's.
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(_segment, "pack_outputs", False)
+    rng = np.random.default_rng(3)
+    w1, w2 = rng.standard_normal((8, 5), dtype=np.float32), rng.standard_normal((2, 8), dtype=np.float32)
+    xv, yv = rng.standard_normal((4, 5), dtype=np.float32), rng.standard_normal((4, 2), dtype=np.float32)
+
+    def train(lib, hold_at=None):
+        params = [lib.tensor(w, requires_grad=True) for w in (w1, w2)]
+        opt = lib.optim.SGD(params, lr=0.1)
+        x, y, held, ptrs = lib.tensor(xv), lib.tensor(yv), None, []
+        for i in range(8):
+            if i == hold_at:
+                held = [(p.grad, p.grad.numpy().copy()) for p in params]
+            opt.zero_grad(set_to_none=True)
+            ((lib.tanh(x @ params[0].T) @ params[1].T - y) ** 2).mean().backward()
+            opt.step()
+            if lib is jg:  # where the gradients and parameters live after each step
+                ptrs.append({a.unsafe_buffer_pointer() for p in params for a in (p._value, p.grad._value)})
+        return [p.detach().numpy() for p in params], held, ptrs
+
+    expected, _, _ = train(torch)
+    got, held, ptrs = train(jg, hold_at=3)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    for t, before in held:  # held across zero_grad and the steps after: never written into
+        np.testing.assert_array_equal(t.numpy(), before)
+    assert tiers().compiled_runs > 0
+    assert ptrs[-1] == ptrs[-3], "the last steps allocated new memory instead of reusing the old gradients'"
+
+
+def test_an_evaluation_after_zero_grad_is_the_structure_it_is_without_it(tiers):
+    # The dropped gradients go only to a run with results of their shape: an evaluation right after zero_grad is
+    # the same structure as one while the gradients are alive (not a variant of its own, compiled apart).
+    lin, x = nn.Linear(3, 2), jg.ones(4, 3)
+    opt = jg.optim.SGD(lin.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        lin(x).sum().backward()
+        opt.step()
+    with jg.no_grad():
+        lin(x).sum().item()  # the gradients alive
+    seen = tiers().structures
+    opt.zero_grad()
+    with jg.no_grad():
+        value = lin(x).sum().item()  # just after they were dropped
+    assert tiers().structures == seen
+    w, b = lin.weight.detach().numpy(), lin.bias.detach().numpy()
+    np.testing.assert_allclose(value, (np.ones((4, 3), np.float32) @ w.T + b).sum(), rtol=1e-5)

@@ -51,7 +51,7 @@ class _Faults:
 
         def runner(steps, n, device=None):
             def run(ins, state=None):
-                if self.op_by_op is None:
+                if self.op_by_op is None or device is None:  # (device None: a compile tracing the steps)
                     return real_runner(steps, n, device)(ins, state)
                 bad = list(steps)
                 k = len(bad) // 2

@@ -163,9 +163,23 @@ class Optimizer:
     # ---- gradients and steps -------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every optimized tensor (to None by default, else to zeros)."""
+        if not (set_to_none and _segment.auto[0]):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    _zero_grad(p, set_to_none)
+            return
+        # In "auto" mode the next step's executable may write its results (the new gradients) into the memory of
+        # the ones let go of here, if nothing else holds them by then: no allocation and no free per step.
+        spares = []
         for group in self.param_groups:
             for p in group["params"]:
-                _zero_grad(p, set_to_none)
+                g = p._grad
+                if g is not None:
+                    if g._alias is None:
+                        spares.append((g._data, g._device))
+                    p._grad = None
+        if spares:
+            _segment.recycle(spares)
 
     def step(self, closure=None):
         """Perform one optimization step (subclasses implement this)."""

@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 
 import jax
 import jax.numpy as jnp
 
 from ..core import _dtype
 from . import _segment
+from ._tape import hooked_saves as _hooked_saves
 from ..core._recorder import abstract
 from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
 from ..core._tensor import Tensor
@@ -78,41 +80,58 @@ def _eligible_node(fn, stream):
 
 
 def _walk(root_edges, stream):
-    """Every node reachable from the roots (None when one is not eligible), in discovery order."""
+    """Every node reachable from the roots (None when one is not eligible), in discovery order.
+
+    (``_eligible_node`` inlined for the common nodes: this runs once per backward pass, over every node.)"""
     seen = set()
+    add = seen.add
     nodes = []
+    append = nodes.append
     stack = [e[0] for e in reversed(root_edges)]
+    pop, push = stack.pop, stack.append
+    hooked = _hooked_saves[0]
     while stack:
-        fn = stack.pop()
+        fn = pop()
         if fn in seen:
             continue
-        seen.add(fn)
-        if not _eligible_node(fn, stream):
+        add(fn)
+        t = type(fn)
+        if fn._stream is not stream or fn._tensor_pre_hooks or fn._retains_grad_hooks or fn._pre_hooks \
+                or fn._post_hooks:
             return None
-        nodes.append(fn)
+        if t is OpNode:
+            if fn.released or (hooked and not _eligible_node(fn, stream)):
+                return None
+        elif t is AccumulateGrad:
+            var = fn.variable
+            if var._grad_fn is not None or var._hooks or var._post_acc_hooks:
+                return None
+        else:
+            return None
+        append(fn)
         for e in reversed(fn.next_edges):
             if e is not None and e[0] not in seen:
-                stack.append(e[0])
+                push(e[0])
     return nodes
 
 
 def _structure_key(nodes, root_edges, outputs, accumulate_grad):
-    nodes.sort(key=_seq_key)
+    nodes.sort(key=_seq_nr, reverse=True)  # (stable: AccumulateGrad ties keep discovery order)
     rank = {fn: i for i, fn in enumerate(nodes)}
     parts = []
+    append = parts.append
     for fn in nodes:
-        edges = tuple((rank[e[0]], e[1]) if e is not None else None for e in fn.next_edges)
+        edges = tuple([(rank[e[0]], e[1]) if e is not None else None for e in fn.next_edges])
         if type(fn) is OpNode:
-            parts.append((fn.op, fn.key, fn.in_avals, fn.tensor_pos, edges))
+            append((fn.op, fn.key, fn.in_avals, fn.tensor_pos, edges))
         else:
-            parts.append(edges)
-    key = (tuple(parts), tuple((rank[e[0]], e[1]) for e in root_edges),
-           tuple((rank.get(e[0], -1), e[1]) for e in outputs), accumulate_grad, _trimming[0])
+            append(edges)
+    key = (tuple(parts), tuple([(rank[e[0]], e[1]) for e in root_edges]),
+           tuple([(rank.get(e[0], -1), e[1]) for e in outputs]), accumulate_grad, _trimming[0])
     return key, rank
 
 
-def _seq_key(fn):
-    return -fn.sequence_nr
+_seq_nr = operator.attrgetter("sequence_nr")
 
 
 def try_execute(engine, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):
@@ -199,7 +218,11 @@ class _Plan:
         saved_all, outs_all = [], []
         for (r, mask, reads, _), kernel in zip(self.steps, self.kernels):
             fn = nodes[r]
-            if fn.released or fn.op.backward_kernel(fn.key, fn.attrs, mask, fn.in_avals) is not kernel:
+            if fn.released:
+                return None
+            op = fn.op
+            k = op._bwd_kernels.get((fn.key, mask, fn.in_avals))  # (backward_kernel's cache, without the call)
+            if k is not kernel and op.backward_kernel(fn.key, fn.attrs, mask, fn.in_avals) is not kernel:
                 return None
             sv = fn.saved
             if sv is None:
@@ -210,7 +233,7 @@ class _Plan:
                     if type(s) is SavedVariable:
                         if read and s.vc[0] != s.version:
                             return None  # the engine raises the in-place modification error
-                        row.append(s.value())
+                        row.append(_saved_value(s))
                     else:
                         row.append(s)
                 saved_all.append(tuple(row))
@@ -220,7 +243,7 @@ class _Plan:
                 for s, read in zip(so, reads[1]):
                     if read and s.vc[0] != s.version:
                         return None
-                    row.append(s.value())
+                    row.append(_saved_value(s))
                 outs_all.append(tuple(row))
             else:
                 outs_all.append(())
@@ -259,6 +282,15 @@ class _Plan:
             for r in self.executed:
                 nodes[r].release_variables()
         return out
+
+
+def _saved_value(s):
+    """``s.value()``, its common case inlined: the saved tensor is gone or shares no storage."""
+    src = s.src
+    t = src() if src is not None else None
+    if t is None or t._alias is None:
+        return s.data
+    return s.value()
 
 
 class _Decline(Exception):

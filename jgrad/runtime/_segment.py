@@ -35,8 +35,10 @@ everything recorded so far, found incrementally: no walk over the segment at the
 also remembers its step's output avals, so a repeated structure skips ``eval_shape``. At the barrier
 the key is completed by which buffers are still referenced (weak references: a tensor, a saved
 tensor, a ``.grad``, a generator key, a pending device-side check hold them) and which packed inputs
-may be donated; dead intermediates never leave the executable, so XLA fuses them away, and a segment
-whose results nobody holds does not run at all.
+may be donated, and which gradients ``zero_grad`` let go of go to it as donated, unread inputs (``recycle``:
+XLA writes results of their shape into them, so a training step allocates and frees no gradient); dead
+intermediates never leave the executable, so XLA fuses them away, and a segment whose results nobody holds
+does not run at all.
 
 What the barriers are: reading a value (``item``, ``tolist``, ``numpy``, ``bool``, ``repr``,
 ``__array__``, DLPack and interop exports, a captured graph's replay reading an input), stream
@@ -146,6 +148,8 @@ compile_payback = 1.0
 compile_nice = 10
 #: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
 compile_prior = (0.3, 0.02)
+#: Gradients ``zero_grad`` let go of that one segment keeps to write its results into (``Segment.recycle``).
+max_spares = 1024
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
 max_structures = 50_000
 
@@ -208,6 +212,20 @@ def flush_device(device) -> None:
     seg = _open.get(device)
     if seg is not None:
         seg.flush()
+
+
+def recycle(arrays) -> None:
+    """``arrays`` ((array, device) pairs: the gradients ``zero_grad(set_to_none=True)`` drops) are let go of: the
+    pending segment of each device may write its results into their memory, if nothing else holds them at its
+    barrier (auto mode, plain devices, no capture under way)."""
+    if not (auto[0] and donate_inputs) or streams.active_captures:
+        return
+    by_device = {}
+    for array, device in arrays:
+        if type(array) is _ArrayImpl and type(device) is _Device:
+            by_device.setdefault(device, []).append(array)
+    for device, spares in by_device.items():
+        segment_for(device).recycle(spares)
 
 
 def step_boundary() -> None:
@@ -377,6 +395,8 @@ class _Entry:
         """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
         best = (None, ())
         for mask, exe in self.variants:
+            if mask == donatable:  # (the hot case: it donates all it may, no variant donates more)
+                return exe, mask
             if len(mask) >= len(best[1]) and set(mask) <= set(donatable):
                 best = (exe, mask)
         return best
@@ -409,8 +429,19 @@ def _by_value(x):
     few ints (a view's offsets). Both are cached per value, so two that happen to be equal are one array: shared,
     they would make a structure that depends on the values. (A tensor read twice is one input, as it may be
     donated only once no other slot holds it.)"""
-    size = getattr(x, "size", 9)
-    return size <= 8 and (getattr(x, "weak_type", False) or x.dtype.kind in "iub")
+    aval = getattr(x, "aval", None)
+    if aval is None:
+        size = getattr(x, "size", 9)
+        return size <= 8 and (getattr(x, "weak_type", False) or x.dtype.kind in "iub")
+    by = _BY_VALUE.get(aval)
+    if by is None:  # (an array's size is a Python property: per aval, once)
+        if len(_BY_VALUE) > 4096:
+            _BY_VALUE.clear()
+        by = _BY_VALUE[aval] = aval.size <= 8 and (aval.weak_type or aval.dtype.kind in "iub")
+    return by
+
+
+_BY_VALUE: dict = {}
 _SCALARS = (int, float, bool, complex)
 _Tracer = jax.core.Tracer
 
@@ -447,6 +478,7 @@ class Segment(Recorder):
         self.packs = {}         # input index -> the _segment_run.Pack whose flat array that input is
         self.node = _root
         self.journal_map = {}   # id(tensor) -> what it held before this segment first rebound it (Segment.journal)
+        self.spares = []        # arrays let go of before this barrier, given to the executable to write into (recycle)
         g = self.gens = _fail.Gens()  # generators whose key this segment advanced, and their keys before
         g.seg, g.old, g.lock = self, {}, _lock
 
@@ -580,6 +612,14 @@ class Segment(Recorder):
                     d = _fail.Earlier(d)                    # would be an output of the segment, never fused away)
                 j[id(t)] = (t, d, t._vc[0], t._grad_fn, t._output_nr, t._req, t._stream, _get_ident())
 
+    def recycle(self, arrays):
+        """``arrays`` (gradients ``zero_grad`` lets go of) may give their memory to this segment's results."""
+        with _lock:
+            if not self.pending:
+                return segment_for(self.device).recycle(arrays)
+            spares = self.spares
+            spares += arrays[:max(0, max_spares - len(spares))]
+
     def _forget_inputs(self, n):
         for k, x in enumerate(self.inputs[n:], n):
             if self._slot.get(id(x)) == k:
@@ -647,19 +687,28 @@ class Segment(Recorder):
     def _drop(self):
         # Buffers keep their segment (owner): let go of what it holds.
         self.steps = self.inputs = self.buffers = self.gens = self.packs = None
-        self._slot = self.journal_map = self.scalars = None
+        self._slot = self.journal_map = self.scalars = self.spares = None
 
     def _run(self, live, state):
         """Run the recorded steps once and bind ``live`` to their values."""
         out_idx = tuple(b.index for b in live)
         donate = self._donatable()
+        spares = self._usable_spares(live)
+        inputs = self.inputs
+        if spares:
+            n = len(inputs)
+            inputs = inputs + spares
+            donate += tuple(range(n, n + len(spares)))
+            plan_key = (out_idx, tuple(x.aval for x in spares))
+        else:
+            plan_key = out_idx
         node = self.node
         if node.plans is None:
             node.plans = {}
-        entry = node.plans.get(out_idx)
+        entry = node.plans.get(plan_key)
         if entry is None:
-            entry = node.plans[out_idx] = _Entry(len(self.steps), weight=_weight(self.steps))
-            entry.why = _info.why_new(node, out_idx)
+            entry = node.plans[plan_key] = _Entry(len(self.steps), weight=_weight(self.steps))
+            entry.why = _info.why_new(node, plan_key)
             _stats.structures += 1
             if len(_listed) >= max_listed:
                 del _listed[:max(1, max_listed // 2)]
@@ -668,14 +717,13 @@ class Segment(Recorder):
         entry.seen_total += 1
         _stats.segments += 1
         exe, mask = entry.pick(donate) if entry.variants else (None, ())
-        inputs = self.inputs
         if exe is None and entry.variants:
             exe, mask, inputs = _with_copies(entry, inputs, donate)
         if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
                 and len(self.steps) >= min_steps and _worth_compiling(entry):
             # Compiled for what may be donated now; a later run that can donate less copies what it may not
             # give away, one that can donate more uses it (donating fewer inputs is always safe).
-            self._start_compile(entry, live, donate)
+            self._start_compile(entry, live, donate, inputs)
             exe, mask = entry.pick(donate)
         if exe is not None:
             _executables.touch(entry)
@@ -704,6 +752,8 @@ class Segment(Recorder):
                     self._bind(live, vals, pack, state)
                     return
             state.compiled = False
+        if spares:  # op by op: the gradients let go of are freed now, before the new ones are made (peak memory)
+            self.spares = spares = inputs = None
         _stats.interpreted += 1
         t0 = _clock()
         vals = self._interpret(out_idx, state)
@@ -738,6 +788,7 @@ class Segment(Recorder):
         # Not on a mesh: a sharded array's shards are other Python objects on the same buffers (to_local,
         # collectives), which the reference count does not see.
         plain = type(self.device) is _Device
+        external = _external if len(_external) else ()
         for k in range(len(inputs)):
             x = inputs[k]  # (not enumerate: its result tuple would hold x too)
             pack = packs.get(k) if packs else None
@@ -747,9 +798,15 @@ class Segment(Recorder):
             # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
             # view or user reference can read it (memory another library shares is never donated)
             elif plain and getrefcount(x) <= 3 + spare.get(id(x), 0) and type(x) is _ArrayImpl \
-                    and x not in _external:
+                    and x not in external:
                 out.append(k)
         return tuple(out)
+
+    def _usable_spares(self, live):
+        """The spares nothing else holds whose memory a result of their shape and dtype can take (``usable``)."""
+        if not self.spares or not donate_inputs or type(self.device) is not _Device:
+            return []
+        return _run.usable_spares(self.spares, live, _external)
 
     def _interpret(self, out_idx, state):
         """Run each step's own kernel, in order: what eager mode would have done, one dispatch each.
@@ -768,8 +825,8 @@ class Segment(Recorder):
             _fail.unshare_gated(out, out_idx, last[3])
         return out
 
-    def _start_compile(self, entry, live, donate):
-        steps, specs, device, n = self.steps, [_run.spec(x) for x in self.inputs], self.device, self.n_buffers
+    def _start_compile(self, entry, live, donate, inputs):
+        steps, specs, device, n = self.steps, [_run.spec(x) for x in inputs], self.device, self.n_buffers
         if entry.layout is None:
             host = entry.scalars_read and self._wants_host_copies()
             entry.layout = _run.Layout(live, device, pack_outputs, pack_max_bytes, host)

@@ -36,6 +36,7 @@ next read, as CUDA's do in PyTorch: telling them apart at the barrier would cost
 """
 from __future__ import annotations
 
+import _signal  # (signal's functions without its enum conversions: a barrier swaps the handler twice)
 import signal
 import threading
 import weakref
@@ -77,6 +78,9 @@ class State:
         self.vals, self.at, self.bound, self.compiled = None, None, False, False
 
 
+_SIGINT = int(signal.SIGINT)
+
+
 class interrupts_wait:
     """Ctrl-C waits until the block ends, then is raised (main thread, Python's or a Python handler only).
 
@@ -88,10 +92,10 @@ class interrupts_wait:
         self.prev = None
         self.hit = False
         if threading.current_thread() is _main_thread():
-            h = signal.getsignal(signal.SIGINT)
+            h = _signal.getsignal(_SIGINT)
             if callable(h):
                 self.prev = h
-                signal.signal(signal.SIGINT, self._note)
+                _signal.signal(_SIGINT, self._note)
         return self
 
     def _note(self, signum, frame):
@@ -99,7 +103,7 @@ class interrupts_wait:
 
     def __exit__(self, kind, exc, tb):
         if self.prev is not None:
-            signal.signal(signal.SIGINT, self.prev)
+            _signal.signal(_SIGINT, self.prev)
             if self.hit and kind is None:
                 self.prev(signal.SIGINT, None)  # Python's handler raises KeyboardInterrupt here
         return False

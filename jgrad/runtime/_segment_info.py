@@ -127,8 +127,12 @@ def why_new(node, out_idx):
     """Why the structure (trie ``node``, live outputs ``out_idx``) is new: what differed from the nearest
     structure seen before it (the one sharing the longest prefix of ops)."""
     if node.plans and len(node.plans) > 1:
-        other = next(k for k in node.plans if k != out_idx)
-        return (f"the same {node.depth} ops; other results still referenced at the barrier ({len(out_idx)} where "
+        (outs, spares), (other, other_spares) = _plan_key(out_idx), _plan_key(
+            next(k for k in node.plans if k != out_idx))
+        if outs == other:
+            return (f"the same {node.depth} ops and results; {len(spares)} arrays let go of given to it to write "
+                    f"into (Segment.recycle) where it had {len(other_spares)}")
+        return (f"the same {node.depth} ops; other results still referenced at the barrier ({len(outs)} where "
                 f"it had {len(other)})")
     if node.children:
         return (f"its barrier came after op {node.depth} ({op_name(node.key[0])}), where a structure seen before "
@@ -144,6 +148,11 @@ def why_new(node, out_idx):
                     "barrier (a host read or step end at another point)")
         child, cur = cur, _up(cur)
     return "the first structure"
+
+
+def _plan_key(k):
+    """(live output indices, avals of the recycled arrays) of a plan's key (``Segment._run``)."""
+    return k if k and type(k[0]) is tuple else (k, ())
 
 
 def _up(node):

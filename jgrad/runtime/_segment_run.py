@@ -303,6 +303,31 @@ def runner(steps, n_buffers, device=None):
     return run
 
 
+def usable_spares(spares, live, external):
+    """The arrays of ``spares`` (gradients ``zero_grad`` let go of) that nothing else holds and that a result among
+    ``live`` of the same shape and dtype can be written into, in order.
+
+    (One that no result could take is left out: it would only make the structure differ from the same work
+    recorded without it, such as an evaluation step after ``zero_grad``.)"""
+    room = {}
+    for b in live:
+        k = (b.shape, b.dtype)
+        room[k] = room.get(k, 0) + 1
+    getrefcount = sys.getrefcount
+    external = external if len(external) else ()
+    out = []
+    for k in range(len(spares)):
+        x = spares[k]
+        # held by the segment's list, this loop and getrefcount's argument only
+        if getrefcount(x) <= 3 and x not in external:
+            a = x.aval
+            a = (a.shape, a.dtype)
+            if room.get(a, 0) > 0:
+                room[a] -= 1
+                out.append(x)
+    return out
+
+
 def spec(x):
     if isinstance(x, jax.Array):
         # An uncommitted array (a cached dynamic scalar) goes where the executable runs, a mesh included.
@@ -331,8 +356,8 @@ def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options
     with warnings.catch_warnings(), _Progress(f"compiling a segment of {len(steps)} ops"), \
             jax.default_device(device.jax_device), x64_scope():
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
-        jitted = jax.jit(run, donate_argnums=donate) if out_shardings is None else \
-            jax.jit(run, donate_argnums=donate, out_shardings=out_shardings)
+        jitted = jax.jit(run, donate_argnums=donate, keep_unused=True) if out_shardings is None else \
+            jax.jit(run, donate_argnums=donate, keep_unused=True, out_shardings=out_shardings)
         lowered = jitted.lower(*specs)
         options = compiler_options(device.type != "cpu", False) if gpu_options is None else (
             gpu_options if device.type != "cpu" else None)

@@ -22,8 +22,15 @@ from ..autograd.grad_mode import state as _state
 from ..autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
 
 
+#: [True] once a node was recorded while ``saved_tensors_hooks`` were active (its saved tensors may have hooks):
+#: until then the backward plan skips looking for them (``_backward_plan._walk``).
+hooked_saves = [False]
+
+
 def record(node, op, key, attrs, args, outs, dev, stream, inplace):
     """Fill in ``node``, the new OpNode of ``op``, and return the op's output tensors."""
+    if _state.saved_hooks:
+        hooked_saves[0] = True
     pos = op.edge_args
     edges, topo, in_avals, saved, has_saved = _scan_inputs(op, args, inplace, stream, pos is None)
     if pos is not None:  # only these inputs get an edge
