@@ -11,8 +11,6 @@ tape builds autograd's nodes. Used by ``_dispatch`` alone.
 """
 from __future__ import annotations
 
-import jax.numpy as jnp
-import numpy as np
 
 from ..core import _dtype
 from ..core._recorder import Buffer, _settled, aval_info
