@@ -11,7 +11,6 @@ tape builds autograd's nodes. Used by ``_dispatch`` alone.
 """
 from __future__ import annotations
 
-
 from ..core import _dtype
 from ..core._recorder import Buffer, _settled, aval_info
 from ..core._tensor import Tensor
