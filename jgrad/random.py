@@ -72,7 +72,7 @@ class Generator:
                     self._key, sub = res
                     seg.gens.append(self)
                     return sub
-        with self._lock:
+        with self._lock, _x64_scope():  # as every kernel runs (and auto mode's op-by-op tier): one compile of it
             self._key, sub = _split(self._key)
         return sub
 

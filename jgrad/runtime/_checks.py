@@ -245,8 +245,8 @@ def _passed(dev):
     """A 0-d int64 1 on ``dev`` (no check failed yet), made once per device."""
     t = _PASSED.get(dev)
     if t is None:
-        with _dtype.x64_scope():
-            t = _PASSED[dev] = Tensor._make(jax.device_put(jnp.ones((), jnp.int64), dev._placement), dev)
+        with _dtype.x64_scope():  # (a transfer: jnp.ones would compile a kernel for it)
+            t = _PASSED[dev] = Tensor._make(jax.device_put(np.ones((), np.int64), dev._placement), dev)
     return t
 
 
@@ -282,7 +282,10 @@ def verify(noticed: str) -> None:
             _threads.pop(threading.get_ident(), None)
     with _dtype.x64_scope():
         try:
-            values = np.asarray(flags[0] if len(flags) == 1 else _stack(flags)).reshape(-1, 2)
+            if len(flags) == 1 or _on_cpu(flags[0]):  # (host memory already: a read each, no stack to compile
+                values = np.stack([np.asarray(f) for f in flags]).reshape(-1, 2)  # for each count of flags)
+            else:
+                values = np.asarray(_stack(flags)).reshape(-1, 2)
         except ValueError:  # flags on several devices: one read each
             values = np.stack([np.asarray(f) for f in flags])
     for c, (ok, bad) in zip(checks, values):
@@ -293,6 +296,11 @@ def verify(noticed: str) -> None:
 @jax.jit
 def _stack(flags):
     return jnp.stack(flags)
+
+
+def _on_cpu(a):
+    devs = getattr(a, "devices", None)
+    return devs is not None and all(d.platform == "cpu" for d in devs())
 
 
 def pending_count() -> int:

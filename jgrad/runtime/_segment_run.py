@@ -227,9 +227,8 @@ def device_scalar(x, device):
         if len(_SCALAR_ARRAYS) > 4096:  # a value that changes every step (a learning-rate schedule)
             _SCALAR_ARRAYS.clear()
         with jax.default_device(device.jax_device), x64_scope():
-            a = jax.numpy.asarray(x)
-            if type(device) is _Device:
-                a = jax.device_put(a, device.jax_device)
+            # (a transfer of the number, weakly typed as jnp.asarray makes it, with no kernel to compile)
+            a = jax.device_put(x, device.jax_device) if type(device) is _Device else jax.numpy.asarray(x)
             _SCALAR_ARRAYS[key] = a
     return a
 
