@@ -268,17 +268,33 @@ _shape_cache: dict = {}
 max_shape_entries = 20_000
 
 
+_PJIT = type(jax.jit(lambda: None))
+
+
 def _eval_shape(fn, treedef, leaves):
     key = (fn, treedef, tuple(_aval_key(x) for x in leaves))
     hit = _shape_cache.get(key)
     if hit is None:
         args = _tree_unflatten(treedef, [_as_aval(x) for x in leaves])
         with x64_scope():
-            out = jax.eval_shape(fn, *args)
+            out = _shapes_of(fn, args)
         if len(_shape_cache) >= max_shape_entries:  # shapes that change every step: start afresh
             _shape_cache.clear()
         hit = _shape_cache[key] = _tree_flatten(out)
     return hit
+
+
+def _shapes_of(fn, args):
+    """``jax.eval_shape(fn, *args)``; for a ``jax.jit`` function, or a kernel wrapping one (``.jit``), through the
+    function's own trace cache: eager mode's first call of a kernel traced it for these shapes already (a GAN's
+    first recorded step: 0.1-0.2 ms a kernel instead of ~0.7-1.6 ms, a new ``jit`` traced per call)."""
+    jitted = getattr(fn, "jit", fn)
+    if type(jitted) is _PJIT:
+        try:
+            return jitted.eval_shape(*args)
+        except Exception:  # noqa: BLE001 - whatever it cannot do, the general path does (or raises its error)
+            pass
+    return jax.eval_shape(fn, *args)
 
 
 class Recorder:
