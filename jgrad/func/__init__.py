@@ -261,7 +261,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     out_box = []
     box = _guards.box_of(func)
     kept = _fastcall.kept_of(func, ("jvp", has_aux)) if box is not None else None
-    if kept is not None and isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list)):
+    if kept is not None and not (isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list))):
+        kept = None  # (the checks below raise PyTorch's error)
+    if kept is not None:
         leaves, treedef = jax.tree_util.tree_flatten((tuple(primals), tuple(tangents)), is_leaf=is_tensor)
         hit = kept.run(leaves, treedef, None, box, (aux_box, out_box))  # a repeated call: its executable at once
         if hit is not None:
@@ -283,7 +285,6 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                   boxes=(aux_box, out_box), used=used)
     if kept is not None:
         # the executable's inputs are every primal's and tangent's array, unless a tangent was converted
-        leaves, treedef = jax.tree_util.tree_flatten((tuple(primals), tuple(tangents)), is_leaf=is_tensor)
         flat = jax.tree_util.tree_leaves((ptrees, ttrees))
         same = len(flat) == len(leaves) and all(a is x._data for a, x in zip(flat, leaves))
         kept.learn(box, leaves, treedef, used if same else None, range(len(leaves)), dev)

@@ -19,27 +19,24 @@ number, string, bool or None by value; anything else is not kept), the function'
 still cached, the same weak types, and the constants re-read (``Entry.current_consts``: each tensor the
 trace read). The figures: docs/functional.md, "What a cached call costs".
 
-Imports ``_tensor``, ``_recorder``, ``_dtype``, ``_trace_log``, ``_trace_cache`` and ``_functional``: the library
+Imports ``_tensor``, ``_dtype``, ``_trace_log``, ``_trace_cache`` and ``_functional``: the library
 layer.
 """
 from __future__ import annotations
 
 import operator
 
-import jax
-
 from ..core import _dtype
-from ..core._recorder import Buffer
 from ..core._tensor import Tensor
 from ..runtime import _trace_log
 from . import _trace_cache
 from ._functional import restore
+from ._trace_cache import tensor_signature
 
 __all__ = ["LastCall", "kept_of"]
 
 #: False: every call builds its key (the full path), as before kept calls existed; for measuring what they save.
 enabled = True
-_Tracer = jax.core.Tracer
 _BY_VALUE = (int, float, bool, str, type(None))
 _WEAK = operator.attrgetter("weak_type")
 
@@ -50,16 +47,13 @@ def signature(leaves):
     sig = []
     first = {}
     for n, x in enumerate(leaves):
-        t = type(x)
         if isinstance(x, Tensor):
-            d = x._data
-            if d is None or type(d) is Buffer:
-                d = x._value
-            if isinstance(d, _Tracer):
+            ts = tensor_signature(x, n, first)
+            if ts is None:
                 return None
-            sig.append((t, d.shape, d.dtype, x._device, x._req, first.setdefault(id(x), n)))
-        elif t in _BY_VALUE:
-            sig.append((t, x))
+            sig.append(ts)
+        elif type(x) in _BY_VALUE:
+            sig.append((type(x), x))
         else:
             return None
     return sig
@@ -70,15 +64,6 @@ class _Kept(tuple):
     another thread reads one consistent record)."""
 
     __slots__ = ()
-
-
-class _Leaves:
-    """The current call's leaves, as ``Entry.current_consts`` reads them (``.leaves``)."""
-
-    __slots__ = ("leaves",)
-
-    def __init__(self, leaves):
-        self.leaves = leaves
 
 
 class LastCall:
@@ -131,7 +116,7 @@ class LastCall:
         flat = [leaves[i]._value for i in positions]
         if tuple(map(_WEAK, flat)) != weak:
             return None
-        consts = entry.current_consts(_Leaves(leaves))
+        consts = entry.current_consts(leaves)
         if consts is None:
             return None
         stats = _trace_cache._stats

@@ -133,7 +133,7 @@ def run(fn, *args, cache=None, boxes=(), used=None):
     if cache is not None:
         key = (cache.key, in_tree, tuple([(a.shape, a.dtype, getattr(a, "weak_type", False)) for a in flat]))
         entry = _trace_cache.lookup(key)
-        consts = entry.current_consts(cache) if entry is not None else None
+        consts = entry.current_consts(cache.leaves) if entry is not None else None
         if consts is not None:
             _trace_cache._stats["hits"] += 1
             for box, state in zip(boxes, entry.boxes):

@@ -345,13 +345,10 @@ def call_key(tag, statics, func, args, kwargs=None, flat=None, box=None):
         positions = {}
         for n, x in enumerate(leaves):
             if isinstance(x, Tensor):
-                d = x._data
-                if d is None or type(d) is Buffer:
-                    d = x._value  # see _aval
-                if isinstance(d, jax.core.Tracer):
+                ts = tensor_signature(x, n, positions)
+                if ts is None:
                     return None  # inside another transform: it compiles the whole
-                first = positions.setdefault(id(x), n)
-                sig.append((type(x), d.shape, d.dtype, x._device, x._req, first))
+                sig.append(ts)
             else:
                 sig.append(x)  # keyed below, once the function is known to be cacheable
         w = _Walk()
@@ -364,6 +361,17 @@ def call_key(tag, statics, func, args, kwargs=None, flat=None, box=None):
         _stats["uncached"] += 1
         return None
     return CallKey(key, w.refs, leaves, positions, w.tensors, memo)
+
+
+def tensor_signature(x, n, first):
+    """Tensor argument ``x`` (leaf ``n``) as a key keys it: its type, shape, dtype, device, ``requires_grad`` and
+    the first leaf position it holds (``first``: id -> position, filled in); None for a tensor holding a tracer."""
+    d = x._data
+    if d is None or type(d) is Buffer:
+        d = x._value  # see _aval
+    if isinstance(d, jax.core.Tracer):
+        return None
+    return type(x), d.shape, d.dtype, x._device, x._req, first.setdefault(id(x), n)
 
 
 def _function_key(w, func, box):
@@ -426,16 +434,16 @@ class Entry:
         self.boxes, self.refs = boxes, refs
         self.dead = False  # dropped from the cache (a transform's kept handle must not run it)
 
-    def current_consts(self, ck):
-        """The constants with each tensor's array read now, or None (retrace) when a tensor named by identity
-        died or a tensor's shape or dtype changed."""
+    def current_consts(self, leaves):
+        """The constants with each tensor's array read now (``leaves``: the call's argument leaves), or None
+        (retrace) when a tensor named by identity died or a tensor's shape or dtype changed."""
         for r in self.refs:
             if r() is None:
                 return None
         consts = list(self.consts)
         done = {}
         for j, pos, ref, aval in self.sources:
-            t = ck.leaves[pos] if pos is not None else ref()
+            t = leaves[pos] if pos is not None else ref()
             if t is None:  # gone (a tensor reached other than through the key): trace again
                 return None
             a = _array_now(t)
