@@ -280,14 +280,17 @@ def verify(noticed: str) -> None:
             st.ok.clear()
             st.held.clear()
             _threads.pop(threading.get_ident(), None)
+    stacked = None
     with _dtype.x64_scope():
-        try:
-            if len(flags) == 1 or _on_cpu(flags[0]):  # (host memory already: a read each, no stack to compile
-                values = np.stack([np.asarray(f) for f in flags]).reshape(-1, 2)  # for each count of flags)
-            else:
-                values = np.asarray(_stack(flags)).reshape(-1, 2)
-        except ValueError:  # flags on several devices: one read each
-            values = np.stack([np.asarray(f) for f in flags])
+        # One transfer on an accelerator; on a CPU the flags are host memory already: a read each, and no stacking
+        # kernel to compile for each count of flags (nor for flags on several devices).
+        if len(flags) > 1 and not _on_cpu(flags[0]):
+            try:
+                stacked = _stack(flags)
+            except ValueError:  # flags on several devices
+                pass
+        values = (np.asarray(stacked) if stacked is not None else np.stack([np.asarray(f) for f in flags]))
+        values = values.reshape(-1, 2)
     for c, (ok, bad) in zip(checks, values):
         if not ok:
             raise c.error(int(bad), noticed)
