@@ -60,19 +60,22 @@ def snapshot(model, opt):
     return np.concatenate([a.ravel() for a in state] + [key]).tolist()
 
 
-def train(mode, steps, arm_at=(), skip=()):
-    """(per step: "ok", "interrupted" or "skipped"; per step: the state after it)."""
+def train(mode, steps, arm_at=(), skip=(), until_interrupted=False):
+    """(per step: "ok", "interrupted" or "skipped"; per step: the state after it). With `until_interrupted`,
+    `steps` more steps follow the first interrupted one (up to 60 steps in all): a signal sent from a background
+    compile lands while the loop still runs, whenever the compile starts (CI's machines vary in speed)."""
     jg.manual_seed(0)
     model = nn.Linear(3, 2)
     opt = jg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     rng = np.random.default_rng(0)
-    data = [rng.standard_normal((4, 3), dtype=np.float32) for _ in range(steps)]
     what, states = [], []
+    i, left = 0, (60 if until_interrupted else steps)
     with jg.execution_mode(mode):
-        for i, xv in enumerate(data):
-            if i in arm_at:
-                arm[arm_at[i]] = True
+        while left > 0:
+            xv = rng.standard_normal((4, 3), dtype=np.float32)
             try:
+                if i in arm_at:
+                    arm[arm_at[i]] = True
                 if i in skip:
                     what.append("skipped")
                 else:
@@ -90,6 +93,10 @@ def train(mode, steps, arm_at=(), skip=()):
                     break
                 except KeyboardInterrupt:
                     what[-1] += " (late)"
+            i, left = i + 1, left - 1
+            if until_interrupted and left > steps and any(w.startswith("interrupted") or "(late)" in w
+                                                          for w in what):
+                left = steps
     return what, states
 
 
@@ -102,7 +109,7 @@ def main():
     _segment.background_compile = True
     _segment.compile_payback = 0  # compile at the second barrier, without waiting for the runs to pay for it
     jg.graphs.segment_cache_clear()
-    out["during_compile"] = train("auto", 6, {2: "compile"})
+    out["during_compile"] = train("auto", 3, {2: "compile"}, until_interrupted=True)
     _segment.wait_compiles()
     out["compiles"] = jg.graphs.segment_cache_info().compiles
     print(json.dumps(out))

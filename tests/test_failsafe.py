@@ -278,7 +278,9 @@ def test_a_real_sigint_at_a_barrier_and_during_a_background_compile():
     np.testing.assert_array_equal(states[1], states[0])
     np.testing.assert_allclose(states, out["eager"][1], rtol=1e-5, atol=1e-6)
     what, states = out["during_compile"]
-    assert [w.split(" ")[0] for w in what].count("interrupted") == 1 and what[-1] == "ok" and out["compiles"] >= 1
+    # the signal lands in exactly one step (in it, or as it ends: "(late)"), and the steps after it run
+    assert sum(w.startswith("interrupted") or "(late)" in w for w in what) == 1, what
+    assert what[-3:] == ["ok"] * 3 and out["compiles"] >= 1, (what, out["compiles"])
     assert np.isfinite(states).all()
 
 
