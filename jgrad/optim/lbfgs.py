@@ -244,14 +244,17 @@ class LBFGS(Optimizer):
         if "al" not in state:
             state["al"] = [None] * history_size
         al = state["al"]
+        # PyTorch passes each al[i] as add_'s alpha, a Scalar: a host read per history entry (two per entry and
+        # iteration: ~1100 a step of the time-sequence program, each a barrier in "auto" mode). The product as a
+        # tensor is the same arithmetic (alpha * x rounded once, then the sum) and stays on the device.
         q = flat_grad.neg()
         for i in range(num_old - 1, -1, -1):
             al[i] = old_stps[i].dot(q) * ro[i]
-            q.add_(old_dirs[i], alpha=-float(al[i]))
+            q.sub_(old_dirs[i] * al[i])
         r = q * s["H_diag"]
         for i in range(num_old):
             be_i = old_dirs[i].dot(r) * ro[i]
-            r.add_(old_stps[i], alpha=float(al[i] - be_i))
+            r.add_(old_stps[i] * (al[i] - be_i))
         s["d"] = r
 
     def _move(self, closure, group, s, loss, flat_grad, gtd, n_iter, current_evals):
