@@ -23,8 +23,9 @@ whose optimizer has a parameter without state. A host read inside the function (
 raises ``Unsupported`` instead). A capture that fails for another reason (the compile itself) warns and
 runs eagerly too; nothing the capture touched is left changed.
 
-Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor``, ``autograd.grad_mode``, ``nn`` and
-``optim`` (to recognise modules and optimizers); installs ``Module.compile``'s compiler into ``nn.module``.
+Imports ``_compiled``, ``graphs`` (through it), ``_dtype``, ``_tensor``, ``_held`` (the module trees' check, shared
+with ``jgrad.func``'s guards), ``autograd.grad_mode``, ``nn`` and ``optim`` (to recognise modules and optimizers);
+installs ``Module.compile``'s compiler into ``nn.module``.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from .core._tensor import Tensor
 from .autograd.grad_mode import state as _grad_state
 from .streams import active_captures
 from .core._device import get_default_device
+from .core._held import HeldDicts
 from .nn import Module as _Module, module as _nn_module
 from .optim import Optimizer as _Optimizer
 
@@ -321,7 +323,7 @@ class _ModuleTree:
     buffers' identities, and the dicts it read with their values, so that ``holds`` can tell in a few bulk steps
     that a walk now would find the same."""
 
-    __slots__ = ("mods", "params", "param_ids", "buf_ids", "dicts", "lens", "views", "vals")
+    __slots__ = ("mods", "params", "param_ids", "buf_ids", "dicts")
 
     def __init__(self, m):
         mods, params, bufs, dicts, seen = [], [], [], [], set()
@@ -341,16 +343,16 @@ class _ModuleTree:
             bufs.extend(map(id, bs.values()))
             stack.extend(ms.values())
         self.mods, self.params, self.param_ids, self.buf_ids = mods, params, tuple(map(id, params)), tuple(bufs)
-        self.dicts, self.lens = dicts, tuple(map(len, dicts))
-        self.views = [d.values() for d in dicts]
-        self.vals = [v for d in dicts for v in d.values()]
+        self.dicts = HeldDicts(keys=False)  # (the walk reads the values alone: the keys need no check)
+        self.dicts.extend(dicts)
+        self.dicts.finish()
 
     def holds(self, m):
         """Whether ``m`` and each submodule still have the same three dicts, of the same lengths and values (by
         identity)."""
-        return (all(map(operator.is_, itertools.chain(_DICTS(m), *map(_DICTS, self.mods)), self.dicts))
-                and tuple(map(len, self.dicts)) == self.lens
-                and all(map(operator.is_, itertools.chain.from_iterable(self.views), self.vals)))
+        dicts = self.dicts
+        return (all(map(operator.is_, itertools.chain(_DICTS(m), *map(_DICTS, self.mods)), dicts.dicts))
+                and dicts.hold())
 
 
 _TREES: dict = {}  # id(module) -> (a weak reference to it, its _ModuleTree), dropped with the module

@@ -23,7 +23,8 @@ The record lives in a box of the transform that calls the function (``vmap(f)`` 
 objects the last walk read, which the function itself reached then) is freed with the transform, and a
 record that reaches the function back is an ordinary cycle for the garbage collector.
 
-Imports ``_tensor`` only through the caller's ``aval`` function: the library layer.
+Imports ``core._held`` (the dicts' check, shared with ``jg.compile``'s module trees); ``_tensor`` only through the
+caller's ``aval`` function: the library layer.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ import itertools
 import operator
 import types
 import weakref
+
+from ..core._held import HeldDicts
 
 __all__ = ["Guards", "new_box", "box_of", "give_box", "memo_of", "remember", "clear"]
 
@@ -51,16 +54,15 @@ _generation = [0]  # clear() makes every record older than the cache
 class Guards:
     """What one walk of ``func`` read (see the module docstring), and that walk's results."""
 
-    __slots__ = ("ok", "func", "gen", "getters", "owners", "attr_vals", "dicts", "dict_lens", "dict_keys",
-                 "dict_vals", "dict_views", "seqs", "seq_lens", "seq_vals", "cells", "cell_vals", "typed", "types",
-                 "globs", "tensors", "ttypes", "treqs", "tavals", "tdatas", "arrays", "fk", "refs", "used")
+    __slots__ = ("ok", "func", "gen", "getters", "owners", "attr_vals", "maps", "seqs", "seq_lens", "seq_vals",
+                 "cells", "cell_vals", "typed", "types", "globs", "tensors", "ttypes", "treqs", "tavals", "tdatas",
+                 "arrays", "fk", "refs", "used")
 
     def __init__(self, func):
         self.ok = True
         self.func, self.gen = func, _generation[0]
         self.getters, self.owners, self.attr_vals = [], [], []
-        self.dicts, self.dict_lens, self.dict_keys, self.dict_vals = [], [], [], []
-        self.dict_views = []  # each dict's values view (live: made once, read on every check)
+        self.maps = HeldDicts()
         self.seqs, self.seq_lens, self.seq_vals = [], [], []
         self.cells, self.cell_vals = [], []
         self.typed, self.types = [], []
@@ -91,11 +93,7 @@ class Guards:
         if not (t is dict or t is collections.OrderedDict or _plain(t, dict) or _plain(t, collections.OrderedDict)):
             self.ok = False
             return
-        self.dicts.append(d)
-        self.dict_views.append(d.values())
-        self.dict_lens.append(len(d))
-        self.dict_keys.extend(d)
-        self.dict_vals.extend(d.values())
+        self.maps.add(d)
 
     def seq(self, s):
         """A list or set (a tuple's entries cannot change)."""
@@ -138,7 +136,8 @@ class Guards:
         self.arrays.append((x, key))
 
     def finish(self):
-        for name in ("dict_lens", "seq_lens", "ttypes", "treqs", "tavals"):
+        self.maps.finish()
+        for name in ("seq_lens", "ttypes", "treqs", "tavals"):
             setattr(self, name, tuple(getattr(self, name)))
 
     # ---- checking (on every call) ------------------------------------------------------------------------------
@@ -149,9 +148,7 @@ class Guards:
             if not (self.gen == _generation[0]
                     and all(map(_is, _chain(map(_call, self.getters, self.owners)), self.attr_vals))
                     and all(map(_is, map(_CELL, self.cells), self.cell_vals))
-                    and tuple(map(len, self.dicts)) == self.dict_lens
-                    and all(map(_is, _chain(self.dicts), self.dict_keys))
-                    and all(map(_is, _chain(self.dict_views), self.dict_vals))
+                    and self.maps.hold()
                     and tuple(map(len, self.seqs)) == self.seq_lens
                     and all(map(_is, _chain(self.seqs), self.seq_vals))
                     and all(map(_is, map(type, self.typed), self.types))):

@@ -1,10 +1,16 @@
 """Tiered execution ("auto" mode): ops record into a pending segment; a barrier runs it.
 
-Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_run`` (how a segment runs,
-with ``_compile``'s helpers, and the background compile worker), ``_segment_fail`` (what a failing one leaves),
-``_segment_info`` (the counts, per structure, and why each was new), ``_device``, ``_dtype`` and ``streams`` (it
-installs the barrier hook there); nothing of the op library. ``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and
-``random`` call ``record``/``segment_for``; ``streams`` reaches the barrier through that hook.
+This module is the recording half and the entry points: the execution mode, ``Segment.record`` and the structure
+trie it walks, each device's pending segment, the calls barriers make (``flush_all``, ``step_boundary``...), the
+knobs and the counts. What a barrier does with a segment is ``_segment_barrier``, the other half of ``Segment``.
+
+Imports ``_recorder`` (the recorder core it shares with capture), ``_segment_barrier`` (the barrier, and the state
+it shares with this module: the lock, each device's pending segment, the counts), ``_segment_run`` (packed inputs,
+dynamic scalars on the device, kernels' shape forms), ``_segment_fail`` (what the journal keeps for a failing
+segment), ``_segment_info`` (the counts; which scalars vary), ``_device`` and ``streams`` (it installs the barrier
+hook there); nothing of the op library. It installs itself into ``_segment_barrier`` as the module of the knobs.
+``_dispatch`` (its ``OpNode`` too), ``_backward_plan`` and ``random`` call ``record``/``segment_for``; ``streams``
+reaches the barrier through that hook.
 
 Note [Tiered execution]
 ~~~~~~~~~~~~~~~~~~~~~~~
@@ -30,15 +36,11 @@ scalar by type and value (frozen, as a CUDA graph freezes kernel arguments, unti
 that differs from one recorded at the same trie node only in a scalar's value makes that argument of
 that kernel a dynamic input from then on, ``_dynamic_args``; optimizers' hyperparameters are dynamic
 from the start: ``call_foreach`` passes them as inputs, cached on the device, so a learning-rate
-schedule is not a new structure), or a slice of a packed input (below). So the trie node reached *is* the structure of
-everything recorded so far, found incrementally: no walk over the segment at the barrier. The node
-also remembers its step's output avals, so a repeated structure skips ``eval_shape``. At the barrier
-the key is completed by which buffers are still referenced (weak references: a tensor, a saved
-tensor, a ``.grad``, a generator key, a pending device-side check hold them) and which packed inputs
-may be donated, and which gradients ``zero_grad`` let go of go to it as donated, unread inputs (``recycle``:
-XLA writes results of their shape into them, so a training step allocates and frees no gradient); dead
-intermediates never leave the executable, so XLA fuses them away, and a segment whose results nobody holds
-does not run at all.
+schedule is not a new structure), or a slice of a packed input (Note [The barrier]). So the trie node
+reached *is* the structure of everything recorded so far, found incrementally: no walk over the segment at the
+barrier. The node also remembers its step's output avals, so a repeated structure skips ``eval_shape``. What the barrier
+adds to the key (the buffers still referenced, the inputs it may donate), the tiers and packed outputs: Note [The
+barrier] in ``_segment_barrier``.
 
 What the barriers are: reading a value (``item``, ``tolist``, ``numpy``, ``bool``, ``repr``,
 ``__array__``, DLPack and interop exports, a captured graph's replay reading an input), stream
@@ -49,28 +51,10 @@ end of an optimizer's ``step()`` (a soft barrier: a training loop that reads not
 segment per step, the same structure every time), and the size cap ``max_steps``. Hooks, custom
 Functions and anomaly mode see tensors; reading one of their values is a barrier like any other.
 
-Tiers: a structure seen for the first time runs op by op (each step's own cached ``jax.jit``
-kernel, as eager mode would have run it, outside ``jax.default_device`` as there: JAX keys compiled
-kernels by it; a dynamic scalar as the Python number eager mode passes; on a CPU, the device-side checks and the
-gate of in-place writes as their host forms, ``_segment_run.host_forms``, which read the computed values). When the same structure (trie node and live outputs) has reached a barrier
-``compile_after`` times and its op-by-op runs have cost ``compile_payback`` times its expected compile
-time (the ski-rental rule: compiles never cost a program more than the runs they replace already
-did), it is compiled as one executable, in the background by one worker thread, one compile at a time
-(the barrier still runs op by op), and from then on runs as that executable. A structure that never
-repeats never compiles. Counts, per structure too, with why each was new (``_segment_info.why_new``):
-``jgrad.graphs.segment_cache_info()``.
-
-Outputs on accelerators (``_segment_run.Layout``, ``Pack``): every output of an executable costs host time per
-call, so outputs up to ``pack_max_bytes`` come back as one flat array per dtype. A later segment that
-reads one takes the flat as its input and slices it inside its executable; once every buffer of a
-pack is gone, the next reader donates the flat, so parameters and optimizer state updated every step
-keep one device address (XLA's CUDA graphs are not re-recorded) and cost one argument, not one each.
-
 Failures: a segment journals what each tensor and generator it rebinds held before (``_recorder._Holders``,
 ``journal``), and a run that fails before its results are bound puts it back (Note [Transactional segments]
 in ``_segment_fail``); a thread's failed device-side checks keep its in-place writes from happening (a gate
-step recorded at the barrier). Compiled executables are bounded (``max_executables``, least recently run
-dropped first).
+step recorded at the barrier).
 
 The backward pass: when no user code can run during it, the engine's fast path records the whole
 pass as one step (Note [Backward plans], ``_backward_plan``); otherwise each node's kernel is
@@ -87,8 +71,6 @@ import math
 import os
 import sys
 import threading
-import time
-import warnings
 import weakref
 
 import jax
@@ -96,23 +78,19 @@ import jax
 from ..core._recorder import Buffer, Recorder, _eval_shape, _tree_flatten, _tree_unflatten
 from ..core._recorder import buffer_proto
 from ..core._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
-from ..core import _host_copies
-from . import _segment_fail as _fail, _segment_info as _info, _segment_run as _run
+from . import _segment_barrier, _segment_fail as _fail, _segment_info as _info, _segment_run as _run
+from ._segment_barrier import Barrier, _ArrayImpl
+# The state the barrier shares with the recording, under the names programs, tests and ``_dispatch`` use (the
+# barrier's module holds it: it is below this one).
+from ._segment_barrier import _Entry, _compiler, _executables, _external, _listed, _lock, _open, _stats  # noqa: F401
+from ._segment_barrier import check_gate  # noqa: F401 - installed by ``_checks``
 from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
-from ..core._idmap import IdWeakMap
-from ..core._dtype import x64_scope
 from .. import streams
 
 _made = Buffer.made
-try:
-    from jax._src.array import ArrayImpl as _ArrayImpl
-except ImportError:  # pragma: no cover - jax moved it: plain arrays are then never donated
-    _ArrayImpl = None
-_clock = time.perf_counter
 _copysign = math.copysign
 _get_ident = threading.get_ident
 _weakref = weakref.ref
-_tree_leaves = jax.tree_util.tree_leaves
 
 _MODES = ("auto", "eager")
 
@@ -127,6 +105,8 @@ def _mode_from_env():
 #: The hot-path flag ``_dispatch`` reads: [True] in "auto" mode.
 auto = [_mode_from_env() == "auto"]
 
+# ---- the knobs: read when a segment records or runs (the barrier reads them here, ``_segment_barrier.knobs``), so
+# setting one on this module acts at once ----------------------------------------------------------------------
 #: A structure is compiled when it reaches a barrier this many times (the first time runs op by op).
 compile_after = 2
 #: Segments with fewer steps run op by op always (one kernel compiled again as one executable gains nothing).
@@ -156,16 +136,26 @@ max_structures = 50_000
 #: Compiled executables kept: the least recently run is dropped first (its structure compiles again if it
 #: repeats). A loop whose shapes change every step makes a new structure, and an executable, per shape.
 max_executables = 128
+#: Donate inputs nothing else can read (their memory is reused for the results): rebound tensors' old values
+#: and dead packs.
+donate_inputs = True
 
-_lock = threading.RLock()
-_open: dict = {}   # device -> its pending Segment
-#: Installed by ``_checks``: [(thread id, device) -> the tensor that is 0 once a device-side check of that thread
-#: failed and was not reported yet, or None (a segment's in-place writes by that thread are chosen by it);
-#: () -> whether any thread has checks pending].
-check_gate = [None, None]
+#: XLA options for compiled segments on accelerators (None: the capture's, ``_capture.compiler_options``).
+gpu_compiler_options = None
 
+#: Which outputs of a compiled segment come back packed (one flat array per dtype, sliced when read): None
+#: packs on accelerators only. Every output costs host time per call (~2.5 us on a CPU, ~6 us on an H100,
+#: more than a small kernel); a packed one costs a device copy instead, cheap on a GPU and not on a CPU,
+#: where packing would also make the first compiled run's structure differ from the next one's.
+pack_outputs = None
+#: 0-d results (a loss, a metric) that the program reads also come back in pinned host memory, so that
+#: ``item()`` reads them without a device-to-host copy (``_host_copies``): None on GPUs only (on a plain device,
+#: not a mesh); True on any device; False never.
+host_copies = None
+#: Largest output (bytes) that is packed (the capture's rule: above ~1 MiB the copy costs more).
+pack_max_bytes = 1 << 20
 
-_executables = _run.ExecutableLRU()
+_compiling = _compiler.threads  # the worker thread while one runs
 host_forms, add_host_form = _run.host_forms, _run.add_host_form  # (``_checks``: its kernels' host forms)
 
 
@@ -243,9 +233,6 @@ def _barrier(device) -> None:
         flush_all() if device is None else flush_device(device)
 
 
-_external = IdWeakMap()  # arrays sharing memory another library may write
-
-
 def mark_external(array) -> None:
     """``array`` aliases memory another library may write (a DLPack or NumPy import without a copy).
 
@@ -267,10 +254,8 @@ def segment_for(device) -> "Segment":
 
 
 # ---- statistics ------------------------------------------------------------------------
-_stats = SegmentCacheInfo()
 #: Structures listed by ``segment_cache_info().per_structure`` (the latest ones).
 max_listed = 1000
-_listed: list = []  # the _Entry of each structure, in the order first seen
 
 
 def segment_cache_info() -> SegmentCacheInfo:
@@ -300,48 +285,6 @@ def wait_compiles() -> None:
     _compiler.wait()
 
 
-# ---- background compiles: one at a time, each once it pays ---------------------------------
-_compiler = _run.CompileWorker(lambda: compile_nice)
-_compiling = _compiler.threads  # the worker thread while one runs
-
-
-def _with_copies(entry, inputs, donatable):
-    """(executable, its donation mask, the inputs to call it with) for a run that may donate fewer inputs than
-    every compiled variant of its structure would: the variant that needs the fewest bytes copied, called with a
-    copy of each input it would donate that something else still reads.
-
-    Which inputs a step may donate depends on what else holds their arrays at that moment (a reference kept
-    for one step, a pack with one buffer still alive), and on a GPU it flickers by one input or two between
-    steps of a training loop. Before, such a run went op by op until its own variant had paid back a compile:
-    a GPT-2-small step ran compiled once in ten. A device copy of the input costs far less."""
-    can = set(donatable)
-
-    def cost(variant):
-        return sum(inputs[k].size * inputs[k].dtype.itemsize for k in variant[0] if k not in can)
-
-    mask, exe = min(entry.variants, key=cost)
-    inputs = list(inputs)
-    held = [k for k in mask if k not in can and isinstance(inputs[k], jax.Array)]
-    # (one call for all of them; each copy on its array's own device and sharding, asynchronous as the run is)
-    for k, c in zip(held, jax.device_put([inputs[k] for k in held], may_alias=False)):
-        inputs[k] = c
-    _stats.copied_runs += 1
-    return exe, mask, inputs
-
-
-def _worth_compiling(entry):
-    """Whether a structure seen ``compile_after`` times compiles now: always in the foreground; in the background
-    once its op-by-op runs cost ``compile_payback`` times what its compile is expected to."""
-    if not background_compile or compile_payback <= 0:
-        return True
-    return entry.interp_seconds >= compile_payback * _compiler.expected_seconds(entry.weight, compile_prior)
-
-
-def _weight(steps):
-    """The ops a compile of ``steps`` costs: one a step, and a whole backward pass (one step) one per node."""
-    return sum(getattr(s[0], "n_ops", 1) for s in steps)
-
-
 # ---- the structure trie ------------------------------------------------------------------
 class _Node:
     """A structure prefix: its children by step key, its step's outputs (``buffer_proto`` each, and their
@@ -366,62 +309,6 @@ _node_count = [0]
 #: (kernel, argument tree) -> the positions of its Python scalar arguments seen taking another value at the same
 #: point of a structure: recorded as dynamic inputs from then on (``_segment_info.varying_scalars``).
 _dynamic_args: dict = {}
-
-
-class _Entry:
-    """One structure at a barrier (trie node and live outputs): how often seen, its executables once compiled (one
-    per set of donated inputs it was compiled for) and its outputs' layout; what its op-by-op runs cost
-    (``interp_seconds``, against which a compile is weighed) and why it was new."""
-
-    __slots__ = ("seen", "variants", "thread", "failed", "layout", "scalars_read", "ops", "why", "seen_total",
-                 "compiled_runs", "interp_seconds", "weight")
-
-    def __init__(self, ops=0, why="", weight=None):
-        self.seen, self.variants, self.thread, self.failed, self.layout = 0, [], None, None, None
-        self.scalars_read = False  # a 0-d result was read on the host (_host_copies): compile host copies in
-        self.ops, self.why = ops, why
-        self.weight = ops if weight is None else weight  # ops as a compile weighs them (``_weight``)
-        self.seen_total = self.compiled_runs = 0  # (``seen`` restarts when its executable is evicted)
-        self.interp_seconds = 0.0
-
-    def status(self):
-        if self.variants:
-            return "compiled"
-        if self.thread is not None:
-            return "compiling"
-        return "failed" if self.failed else "op by op"
-
-    def pick(self, donatable):
-        """The executable donating the most inputs among those that donate only ``donatable`` ones (None, ())."""
-        best = (None, ())
-        for mask, exe in self.variants:
-            if mask == donatable:  # (the hot case: it donates all it may, no variant donates more)
-                return exe, mask
-            if len(mask) >= len(best[1]) and set(mask) <= set(donatable):
-                best = (exe, mask)
-        return best
-
-
-#: Donate inputs nothing else can read (their memory is reused for the results): rebound tensors' old values
-#: and dead packs.
-donate_inputs = True
-
-#: XLA options for compiled segments on accelerators (None: the capture's, ``_capture.compiler_options``).
-gpu_compiler_options = None
-
-#: Which outputs of a compiled segment come back packed (one flat array per dtype, sliced when read): None
-#: packs on accelerators only. Every output costs host time per call (~2.5 us on a CPU, ~6 us on an H100,
-#: more than a small kernel); a packed one costs a device copy instead, cheap on a GPU and not on a CPU,
-#: where packing would also make the first compiled run's structure differ from the next one's.
-pack_outputs = None
-#: 0-d results (a loss, a metric) that the program reads also come back in pinned host memory, so that
-#: ``item()`` reads them without a device-to-host copy (``_host_copies``): None on GPUs only (on a plain device,
-#: not a mesh); True on any device; False never.
-host_copies = None
-#: Largest output (bytes) that is packed (the capture's rule: above ~1 MiB the copy costs more).
-pack_max_bytes = 1 << 20
-
-
 
 
 def _by_value(x):
@@ -459,8 +346,8 @@ def _input_aval(x):
 
 
 # ---- the segment -------------------------------------------------------------------------
-class Segment(Recorder):
-    """The pending work of one device in auto mode."""
+class Segment(Recorder, Barrier):
+    """The pending work of one device in auto mode: recorded here, run by its barrier (``_segment_barrier.Barrier``)."""
 
     segment = True
 
@@ -492,84 +379,24 @@ class Segment(Recorder):
             if not self.pending:
                 return segment_for(self.device).record(fn, args, stream, dynamic_scalars)
             leaves, treedef = _tree_flatten(args)
-            refs = []
-            new = ()
-            run_now = False
-            slot = self._slot
-            inputs = self.inputs
-            n_in = len(inputs)
+            n_in = len(self.inputs)
             dpos = _dynamic_args.get((fn, treedef)) if _dynamic_args else None  # scalars seen varying: inputs
             try:
-                for j, x in enumerate(leaves):
-                    tx = type(x)
-                    if tx is Buffer:
-                        if x.owner is self:
-                            refs.append(x.index)
-                            continue
-                        pack = x.packed
-                        if x._val is None and type(pack) is _run.Pack and pack.flats is not None:
-                            # An output of an earlier run that came back packed: its flat is the input, the
-                            # executable slices it (the slice's place is part of the structure).
-                            g, off = pack.where[x.index]
-                            flat = pack.flats[g]
-                            k = slot.get(id(flat))
-                            if k is None:
-                                k = slot[id(flat)] = len(inputs)
-                                inputs.append(flat)
-                                new += (_input_aval(flat),)
-                                self.packs[k] = pack
-                            refs.append(("s", k, off, x.size, x.shape))
-                            continue
-                        v = x.value  # another device's pending segment runs here; a capture's buffer: its replay's
-                        if v is None:
-                            raise x.missing("A tensor this op reads")
-                        leaves[j] = x = v
-                    elif tx in _SCALARS:
-                        if not dynamic_scalars and (dpos is None or j not in dpos):
-                            # (-0.0 == 0.0: the sign goes in the key, or both would be one structure, one constant)
-                            refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
-                                        else ("l", tx, x, "-"))
-                            continue
-                        py, leaves[j] = x, _run.device_scalar(x, self.device)
-                        x = leaves[j]
-                        if _by_value(x):  # (always: a weakly typed array; its own slot, its own number)
-                            self.scalars[len(inputs)] = py
-                    k = slot.get(id(x))
-                    if k is None or _by_value(x):
-                        if isinstance(x, _Tracer):
-                            self._forget_inputs(n_in)
-                            return NOT_RECORDED
-                        if _external and x in _external:
-                            run_now = True
-                        k = slot[id(x)] = len(inputs)
-                        inputs.append(x)
-                        new += (_input_aval(x),)
-                    refs.append(~k)
-                refs = tuple(refs)
+                refs = self._refs(leaves, dynamic_scalars, dpos)
+                if refs is NOT_RECORDED:
+                    self._forget_inputs(n_in)
+                    return NOT_RECORDED
+                refs, new, run_now = refs
                 st = self.streams.get(stream)
                 if st is None:
                     st = self.streams[stream] = len(self.streams)
                 key = (fn, treedef, refs, st, new)
-                parent = self.node
-                child = parent.children.get(key)
+                child = self.node.children.get(key)
                 if child is None:
-                    varying = _info.varying_scalars(parent, key) if parent.children else None
-                    if varying:
-                        # A Python scalar that had another value here before is data, not structure (a learning
-                        # rate set by hand, an offset): from now on that argument of this kernel is a dynamic
-                        # input wherever it is recorded (the other parameters' updates at once, not one per epoch).
-                        _dynamic_args[(fn, treedef)] = (dpos or frozenset()) | varying
+                    child = self._new_node(key, leaves, dpos)
+                    if child is None:  # a scalar seen varying: recorded again, as an input
                         self._forget_inputs(n_in)
                         return self.record(fn, args, stream, dynamic_scalars, barrier)
-                    # First time on this path: shapes and dtypes (and the op's shape errors) come from eval_shape.
-                    sf = _run.shape_forms.get(id(fn)) if _run.shape_forms else None
-                    sf = sf[1](leaves) if sf is not None and sf[0] is fn else None
-                    out_leaves, out_tree = sf if sf is not None else _eval_shape(fn, treedef, leaves)
-                    if _node_count[0] >= max_structures:
-                        _restart_trie()
-                        parent = self.node
-                    child = parent.children[key] = _Node(tuple(map(buffer_proto, out_leaves)), out_tree, parent, key)
-                    _node_count[0] += 1
             except BaseException:
                 self._forget_inputs(n_in)  # the op raised at its line: the segment is as before it
                 raise
@@ -597,6 +424,85 @@ class Segment(Recorder):
     def record_step(self, fn, args, stream):
         """``record`` of a step the barrier itself adds (the gate): it never ends in the barrier."""
         return self.record(fn, args, stream, barrier=False)
+
+    def _refs(self, leaves, dynamic_scalars, dpos):
+        """(refs, avals of the inputs first seen, whether it runs at once) of a step's argument ``leaves``, which
+        become what the step reads (a value for another segment's buffer, an array for a dynamic scalar); inputs
+        it reads first join the segment. ``NOT_RECORDED`` for a jax tracer among them (the caller forgets the
+        inputs joined)."""
+        refs = []
+        new = ()
+        run_now = False
+        slot = self._slot
+        inputs = self.inputs
+        for j, x in enumerate(leaves):
+            tx = type(x)
+            if tx is Buffer:
+                if x.owner is self:
+                    refs.append(x.index)
+                    continue
+                pack = x.packed
+                if x._val is None and type(pack) is _run.Pack and pack.flats is not None:
+                    # An output of an earlier run that came back packed: its flat is the input, the
+                    # executable slices it (the slice's place is part of the structure).
+                    g, off = pack.where[x.index]
+                    flat = pack.flats[g]
+                    k = slot.get(id(flat))
+                    if k is None:
+                        k = slot[id(flat)] = len(inputs)
+                        inputs.append(flat)
+                        new += (_input_aval(flat),)
+                        self.packs[k] = pack
+                    refs.append(("s", k, off, x.size, x.shape))
+                    continue
+                v = x.value  # another device's pending segment runs here; a capture's buffer: its replay's
+                if v is None:
+                    raise x.missing("A tensor this op reads")
+                leaves[j] = x = v
+            elif tx in _SCALARS:
+                if not dynamic_scalars and (dpos is None or j not in dpos):
+                    # (-0.0 == 0.0: the sign goes in the key, or both would be one structure, one constant)
+                    refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
+                                else ("l", tx, x, "-"))
+                    continue
+                py, leaves[j] = x, _run.device_scalar(x, self.device)
+                x = leaves[j]
+                if _by_value(x):  # (always: a weakly typed array; its own slot, its own number)
+                    self.scalars[len(inputs)] = py
+            k = slot.get(id(x))
+            if k is None or _by_value(x):
+                if isinstance(x, _Tracer):
+                    return NOT_RECORDED
+                if _external and x in _external:
+                    run_now = True
+                k = slot[id(x)] = len(inputs)
+                inputs.append(x)
+                new += (_input_aval(x),)
+            refs.append(~k)
+        return tuple(refs), new, run_now
+
+    def _new_node(self, key, leaves, dpos):
+        """The trie node of step ``key`` (with argument ``leaves``), first seen after this segment's node: its
+        outputs' shapes and dtypes (and the op's shape errors) from ``eval_shape``. None when a Python scalar of it
+        had another value here before: that argument is an input from now on, and the step is recorded again."""
+        fn, treedef = key[0], key[1]
+        parent = self.node
+        varying = _info.varying_scalars(parent, key) if parent.children else None
+        if varying:
+            # A Python scalar that had another value here before is data, not structure (a learning
+            # rate set by hand, an offset): from now on that argument of this kernel is a dynamic
+            # input wherever it is recorded (the other parameters' updates at once, not one per epoch).
+            _dynamic_args[(fn, treedef)] = (dpos or frozenset()) | varying
+            return None
+        sf = _run.shape_forms.get(id(fn)) if _run.shape_forms else None
+        sf = sf[1](leaves) if sf is not None and sf[0] is fn else None
+        out_leaves, out_tree = sf if sf is not None else _eval_shape(fn, treedef, leaves)
+        if _node_count[0] >= max_structures:
+            _restart_trie()
+            parent = self.node
+        child = parent.children[key] = _Node(tuple(map(buffer_proto, out_leaves)), out_tree, parent, key)
+        _node_count[0] += 1
+        return child
 
     def journal(self, t):
         """``t`` is about to be rebound to a buffer of this segment: note what it holds (Note [Transactional
@@ -628,242 +534,6 @@ class Segment(Recorder):
             self.scalars.pop(k, None)
         del self.inputs[n:]
 
-    # ---- the barrier --------------------------------------------------------------------
-    def flush(self):
-        """Run the recorded work: op by op the first times, as one cached executable once hot.
-
-        A failure before the results are bound puts back what the segment wrote (Note [Transactional segments]
-        in ``_segment_fail``); device-side checks that fail keep its in-place writes from happening."""
-        with _lock:
-            if not self.pending:
-                return
-            state = _fail.State()
-            try:
-                if check_gate[1] is not None and check_gate[1]() and (self.journal_map or self.gens.old):
-                    _fail.gate(self, check_gate[0])
-                self.pending = False
-                if _open.get(self.device) is self:
-                    del _open[self.device]
-                live = [b for b in (r() for r in self.buffers) if b is not None]
-                if live:
-                    with x64_scope():
-                        self._run(live, state)
-            except BaseException as e:
-                self.pending = False
-                if _open.get(self.device) is self:
-                    del _open[self.device]
-                if not state.bound:
-                    _fail.roll_back(self, e, state)
-                    _stats.rolled_back += 1
-                elif isinstance(e, KeyboardInterrupt) and hasattr(e, "add_note"):
-                    e.add_note("jgrad: the pending work had run (its compiled executable was called) when the "
-                               "interrupt came: every tensor holds its result.")
-                self._drop()
-                raise
-            self._drop()
-
-    def _bind(self, live, vals, pack, state):
-        """Give the tensors their values (in a block Ctrl-C waits for: the state is either before or after)."""
-        for b, v in zip(live, vals):
-            if v is None:  # in the pack: holders keep the buffer, a read slices it out
-                b.packed = pack
-                continue
-            b._val = v
-            for r in b.holders:
-                t = r()
-                if t is not None and t._data is b:
-                    t._data = v
-            b.holders = []
-        for gen in self.gens:
-            k = gen._key
-            if type(k) is Buffer and k.owner is self:
-                gen._key = k.value
-        if vals:
-            last = [v for v in vals[-1:] if v is not None] or pack.flats[-1:]
-            for s in self.streams:
-                s._issued(last)
-        state.bound = True
-
-    def _drop(self):
-        # Buffers keep their segment (owner): let go of what it holds.
-        self.steps = self.inputs = self.buffers = self.gens = self.packs = None
-        self._slot = self.journal_map = self.scalars = self.spares = None
-
-    def _run(self, live, state):
-        """Run the recorded steps once and bind ``live`` to their values."""
-        out_idx = tuple(b.index for b in live)
-        donate = self._donatable()
-        spares = self._usable_spares(live)
-        inputs = self.inputs
-        if spares:
-            n = len(inputs)
-            inputs = inputs + spares
-            donate += tuple(range(n, n + len(spares)))
-            plan_key = (out_idx, tuple(x.aval for x in spares))
-        else:
-            plan_key = out_idx
-        node = self.node
-        if node.plans is None:
-            node.plans = {}
-        entry = node.plans.get(plan_key)
-        if entry is None:
-            entry = node.plans[plan_key] = _Entry(len(self.steps), weight=_weight(self.steps))
-            entry.why = _info.why_new(node, plan_key)
-            _stats.structures += 1
-            if len(_listed) >= max_listed:
-                del _listed[:max(1, max_listed // 2)]
-            _listed.append(entry)
-        entry.seen += 1
-        entry.seen_total += 1
-        _stats.segments += 1
-        exe, mask = entry.pick(donate) if entry.variants else (None, ())
-        if exe is None and entry.variants:
-            exe, mask, inputs = _with_copies(entry, inputs, donate)
-        if exe is None and entry.thread is None and entry.failed is None and entry.seen >= compile_after \
-                and len(self.steps) >= min_steps and _worth_compiling(entry):
-            # Compiled for what may be donated now; a later run that can donate less copies what it may not
-            # give away, one that can donate more uses it (donating fewer inputs is always safe).
-            self._start_compile(entry, live, donate, inputs)
-            exe, mask = entry.pick(donate)
-        if exe is not None:
-            _executables.touch(entry)
-            state.compiled = True
-            with _fail.interrupts_wait():  # donated inputs are gone once it runs: its results are the state
-                t0 = _clock()
-                try:
-                    outs = exe(*inputs)
-                except Exception as e:  # noqa: BLE001 - an out-of-memory; an input on another device than compiled
-                    if any(isinstance(x, jax.Array) and x.is_deleted() for x in self.inputs):
-                        raise  # its inputs were consumed: nothing can run it again (the tensors are restored)
-                    if isinstance(e, jax.errors.JaxRuntimeError):  # it ran and failed (out of memory): this run
-                        warnings.warn(f"jgrad: the compiled executable of a segment of {len(self.steps)} ops "
-                                      f"failed ({type(e).__name__}: {e}); this run goes op by op.", RuntimeWarning,
-                                      stacklevel=3)
-                    else:  # it cannot take these inputs (another device than compiled for): op by op from now on
-                        entry.variants, entry.failed = [], f"{type(e).__name__}: {e}"
-                        _executables.forget(entry)
-                else:
-                    _stats.call_seconds += _clock() - t0
-                    _stats.compiled_runs += 1
-                    entry.compiled_runs += 1
-                    if mask:
-                        _stats.donated_runs += 1
-                    vals, pack = entry.layout.bind(outs, live)
-                    self._bind(live, vals, pack, state)
-                    return
-            state.compiled = False
-        if spares:  # op by op: the gradients let go of are freed now, before the new ones are made (peak memory)
-            self.spares = spares = inputs = None
-        _stats.interpreted += 1
-        t0 = _clock()
-        vals = self._interpret(out_idx, state)
-        entry.interp_seconds += _clock() - t0
-        if not entry.scalars_read and self._wants_host_copies():
-            for b, v in zip(live, vals):
-                if b.ndim == 0:
-                    _host_copies.watch(v, entry)
-        with _fail.interrupts_wait():
-            self._bind(live, vals, None, state)
-
-    def _wants_host_copies(self):
-        if host_copies is not None:
-            return host_copies
-        return self.device.type == "gpu" and type(self.device) is _Device
-
-    def _donatable(self):
-        """Input positions nothing can read after this run: a flat array whose pack's buffers are all gone, and an
-        array that only this segment still holds (the old value of a tensor rebound in place: a parameter after
-        the optimizer's update). XLA may then write the results into their memory."""
-        if not donate_inputs:
-            return ()
-        packs = self.packs
-        inputs = self.inputs
-        out = []
-        getrefcount = sys.getrefcount
-        # The journal's references (what rebound tensors held, kept in case the run fails) do not count.
-        spare = {}
-        for entry in self.journal_map.values():
-            spare[id(entry[1])] = spare.get(id(entry[1]), 0) + 1
-        entry = None
-        # Not on a mesh: a sharded array's shards are other Python objects on the same buffers (to_local,
-        # collectives), which the reference count does not see.
-        plain = type(self.device) is _Device
-        external = _external if len(_external) else ()
-        for k in range(len(inputs)):
-            x = inputs[k]  # (not enumerate: its result tuple would hold x too)
-            pack = packs.get(k) if packs else None
-            if pack is not None:
-                if pack.dead(spare):
-                    out.append(k)
-            # held by self.inputs, this loop and getrefcount's argument only: no tensor, saved tensor, NumPy
-            # view or user reference can read it (memory another library shares is never donated)
-            elif plain and getrefcount(x) <= 3 + spare.get(id(x), 0) and type(x) is _ArrayImpl \
-                    and x not in external:
-                out.append(k)
-        return tuple(out)
-
-    def _usable_spares(self, live):
-        """The spares nothing else holds whose memory a result of their shape and dtype can take (``usable``)."""
-        if not self.spares or not donate_inputs or type(self.device) is not _Device:
-            return []
-        return _run.usable_spares(self.spares, live, _external)
-
-    def _interpret(self, out_idx, state):
-        """Run each step's own kernel, in order: what eager mode would have done, one dispatch each.
-
-        A dynamic scalar goes in as the Python number it was, as eager mode passes it: the kernel is then the one
-        eager mode compiled (an array in its place is a new signature, run uncompiled until it pays a compile)."""
-        ins = self.inputs
-        if self.scalars:
-            ins = list(ins)
-            for k, py in self.scalars.items():
-                ins[k] = py
-        vals = _run.runner(self.steps, self.n_buffers, self.device.jax_device)(ins, state)
-        out = [vals[i] for i in out_idx]
-        last = self.steps[-1]
-        if last[0] is _fail._gate and len(set(map(id, out))) < len(out):
-            _fail.unshare_gated(out, out_idx, last[3])
-        return out
-
-    def _start_compile(self, entry, live, donate, inputs):
-        steps, specs, device, n = self.steps, [_run.spec(x) for x in inputs], self.device, self.n_buffers
-        if entry.layout is None:
-            host = entry.scalars_read and self._wants_host_copies()
-            entry.layout = _run.Layout(live, device, pack_outputs, pack_max_bytes, host)
-        layout = entry.layout
-
-        def work():
-            t0 = time.perf_counter()
-            try:
-                try:
-                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, gpu_compiler_options)
-                except Exception:  # noqa: BLE001 - a platform without pinned host memory: without the copies
-                    if not layout.host or entry.variants:
-                        raise
-                    layout.drop_host_copies()
-                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, gpu_compiler_options)
-            except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
-                entry.failed = f"{type(e).__name__}: {e}"
-                _stats.compile_failures += 1
-                warnings.warn(f"jgrad: compiling a segment of {len(steps)} ops failed ({entry.failed}); it keeps "
-                              "running op by op.", RuntimeWarning, stacklevel=2)
-            else:
-                entry.variants.append((donate, exe))
-                _stats.evicted += _executables.add(entry, max_executables)
-                took = time.perf_counter() - t0
-                _stats.compiles += 1
-                _stats.compile_seconds += took
-                _compiler.measured(took, entry.weight)
-            finally:
-                entry.thread = None
-
-        entry.thread = True
-        if not background_compile:
-            work()
-            return
-        _compiler.submit(work)
-
-
 def _restart_trie():
     global _root
     _root = _Node()
@@ -874,6 +544,7 @@ def _restart_trie():
 
 
 def _install():
+    _segment_barrier.knobs = sys.modules[__name__]  # the barrier reads the knobs where programs set them: here
     streams._barrier[0] = _barrier
     # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
     # still queued are dropped: the program that wanted them has ended).

@@ -1,7 +1,7 @@
 """What a tiered segment that fails leaves behind: nothing lost (Note [Transactional segments]).
 
 Imports ``_recorder`` and ``_segment_run``; ``streams`` (it names where a barrier was). Used by
-``_segment`` alone.
+``_segment_barrier`` (rolling back, the gate, Ctrl-C) and ``_segment`` (what the journal notes).
 
 Note [Transactional segments]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

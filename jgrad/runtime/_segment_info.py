@@ -2,9 +2,10 @@
 each structure was new (what differed from the nearest structure seen before it); and which Python scalars of a
 step differ from a step seen before at the same point (``varying_scalars``: they become dynamic inputs).
 
-Imports nothing of jgrad; ``_segment`` imports it and owns the trie whose nodes ``why_new`` walks (each node
-knows its ``parent`` (a weak reference), its step ``key`` ``(kernel, argument tree, refs, stream index, new input avals)``, its
-``depth`` and the ``plans`` of the structures that ended there).
+Imports nothing of jgrad; ``_segment`` (which owns the trie whose nodes ``why_new`` walks) and ``_segment_barrier``
+(which keeps the counts and asks ``why_new``) import it. Each node knows its ``parent`` (a weak reference), its step
+``key`` ``(kernel, argument tree, refs, stream index, new input avals)``, its ``depth`` and the ``plans`` of the
+structures that ended there.
 """
 from __future__ import annotations
 

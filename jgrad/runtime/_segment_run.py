@@ -2,8 +2,10 @@
 outputs come back (one flat array per dtype on accelerators, sliced when read).
 
 Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture)
-and ``_dtype``; used by ``_segment`` alone, which owns the knobs (``pack_outputs``...) and passes them in.
-Also the worker that runs background compiles one at a time (``CompileWorker``).
+and ``_dtype``; used by the ``_segment`` modules: ``_segment_barrier`` runs and compiles segments with it (the knobs,
+``pack_outputs``..., are ``_segment``'s, passed in), ``_segment`` records packed inputs and dynamic scalars with it.
+Also the worker that runs background compiles one at a time (``CompileWorker``) and the executables kept
+(``ExecutableLRU``).
 """
 from __future__ import annotations
 
@@ -168,7 +170,7 @@ def _lower_priority(nice):
 
 
 class ExecutableLRU:
-    """The structures (``_segment._Entry``) holding compiled executables, least recently run first."""
+    """The structures (``_segment_barrier._Entry``) holding compiled executables, least recently run first."""
 
     def __init__(self):
         self.entries = collections.OrderedDict()
