@@ -512,7 +512,15 @@ class _EngineStreams:
     @staticmethod
     def node_stream(fn):
         s = fn._stream
-        return stream(s) if _tls.current.get(s.device) is not s else _NULL
+        cur = _tls.current.get(s.device)
+        if cur is s:
+            return _NULL
+        if cur is None and _defaults.get(s.device) is s:
+            # The common case: the node's stream is its device's default and no stream is set, so it is
+            # current already. Making it current (and counting an override) only to undo that is the same,
+            # except that a stream a hook set without restoring it is undone too: _RestoreDefault does that.
+            return _restore_default(s.device)
+        return stream(s)
 
     @staticmethod
     def sync_for_accumulation(var, producer, consumer):
@@ -524,8 +532,14 @@ class _EngineStreams:
 
     @staticmethod
     def accumulation_stream(consumer):
-        return stream(consumer) if consumer is not None and _tls.current.get(consumer.device) is not consumer \
-            else _NULL
+        if consumer is None:
+            return _NULL
+        cur = _tls.current.get(consumer.device)
+        if cur is consumer:
+            return _NULL
+        if cur is None and _defaults.get(consumer.device) is consumer:
+            return _restore_default(consumer.device)  # current already (node_stream)
+        return stream(consumer)
 
     @staticmethod
     def stash_current_streams(task):
@@ -553,3 +567,32 @@ class _Null:
 
 
 _NULL = _Null()
+
+
+class _RestoreDefault:
+    """``stream(default)`` of one device entered while that default stream is current already: nothing to set
+    on entry; on exit, a stream that code inside made current and left so is undone, as ``stream.__exit__``
+    would (engine.cpp's stream guard around a node)."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device):
+        self.device = device
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        if self.device in _tls.current:
+            _set_current(self.device, None)
+        return None
+
+
+_RESTORE: dict = {}  # device -> its _RestoreDefault
+
+
+def _restore_default(dev):
+    r = _RESTORE.get(dev)
+    if r is None:
+        r = _RESTORE.setdefault(dev, _RestoreDefault(dev))
+    return r

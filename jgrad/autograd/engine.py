@@ -278,9 +278,11 @@ class ReadyQueue:
             # inside) the queue's lock, so no two locks are ever held in opposite order.
             with task.graph_task.mutex:
                 task.graph_task.outstanding_tasks += 1
-        with self.cv:
+        cv = self.cv
+        with cv:
             heapq.heappush(self.heap, (key, next(self._tiebreak), task))
-            self.cv.notify()
+            if cv._waiters:  # (read under the lock, where wait() adds itself): no waiter, nothing to wake
+                cv.notify()
 
     def pop(self) -> NodeTask:
         with self.cv:
@@ -303,7 +305,8 @@ class InputBuffer:
     def add(self, pos, var, producer_stream, consumer_stream):
         if var is None:
             return
-        var = streams_bridge.sync_for_accumulation(var, producer_stream, consumer_stream)
+        if producer_stream is not consumer_stream:  # (one stream, or none: nothing to sync)
+            var = streams_bridge.sync_for_accumulation(var, producer_stream, consumer_stream)
         old = self.buffer[pos]
         if old is None:
             self.buffer[pos] = var
@@ -476,6 +479,14 @@ def task_should_compute_output(edge) -> bool:
         return True
     info = task.exec_info.get(edge[0])
     return info is not None and info.should_execute()
+
+
+def output_mask(edges) -> tuple:
+    """``task_should_compute_output`` of each of a node's edges (its ``needs_input_grad``), in one call."""
+    task = _tls.graph_task
+    if task is None or not task.exec_info or not _trimming[0]:
+        return tuple([e is not None for e in edges])
+    return tuple([task_should_compute_output(e) for e in edges])
 
 
 def current_graph_task_id() -> int:

@@ -37,7 +37,7 @@ from ..streams import check_access, host_read, record_new
 from ..streams import _sync_hooks
 from ..core._recorder import Buffer, abstract
 from ._capture import CaptureError, concrete
-from ..autograd.engine import task_should_compute_output
+from ..autograd.engine import output_mask
 from ..autograd.grad_mode import state as _state
 from ..autograd.node import Node, SavedVariable, _SECOND_BACKWARD
 
@@ -216,7 +216,7 @@ class OpNode(Node):
         if self.released:
             raise RuntimeError(_SECOND_BACKWARD)
         edges = self.next_edges
-        mask = tuple([task_should_compute_output(e) for e in edges])
+        mask = output_mask(edges)
         if True not in mask:
             return [None] * len(edges)
         if len(grads) == 1:
@@ -248,9 +248,9 @@ class OpNode(Node):
             reads = _KERNEL_READS.get(rk)
             if reads is None:
                 reads = _KERNEL_READS[rk] = _kernel_reads(kernel, saved_vars or (), saved_out or (), grads)
-            saved = tuple((_checked(s, self) if r else s.data) if type(s) is SavedVariable else s
-                          for s, r in zip(saved_vars, reads[0])) if saved_vars is not None else ()
-            outs = tuple(_checked(s, self) if r else s.data for s, r in zip(saved_out, reads[1])) \
+            saved = tuple([(_checked(s, self) if r else s.data) if type(s) is SavedVariable else s
+                           for s, r in zip(saved_vars, reads[0])]) if saved_vars is not None else ()
+            outs = tuple([_checked(s, self) if r else s.data for s, r in zip(saved_out, reads[1])]) \
                 if saved_out else ()
         else:
             saved = tuple(saved_vars) if saved_vars is not None else ()
@@ -277,7 +277,12 @@ class OpNode(Node):
                         res = kernel(saved, outs, raw)
                 except TypeError:
                     res = _run_with_buffers(kernel, (saved, outs, raw), stream)
-                _track(stream, [r for r in res if r is not None])
+                pending = stream._pending  # _track, inlined
+                for r in res:
+                    if r is not None:
+                        pending.append(_weakref(r))
+                if len(pending) > 1024:
+                    stream._pending = [r for r in pending if r() is not None]
         dev = self.device
         out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
         if _sanitizing[0] and cap is None:
