@@ -778,14 +778,16 @@ class Engine:
                     buf = InputBuffer(len(nxt.input_metadata))
                     buf.add(input_nr, outputs[i], producer_stream, nxt._stream)
                     if ready:
-                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf))
+                        task.outstanding_tasks += 1  # push's count, under the task's mutex held here already
+                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf), False)
                     else:
                         task.not_ready[nxt] = buf
                 else:
                     buf.add(input_nr, outputs[i], producer_stream, nxt._stream)
                     if ready:
                         del task.not_ready[nxt]
-                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf))
+                        task.outstanding_tasks += 1
+                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf), False)
 
     # -- entry point ------------------------------------------------------------
     def execute(self, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):
