@@ -46,7 +46,7 @@ class StreamRaceError(RuntimeError):
 class Stream:
     """An ordered queue of work on one device (``torch.cuda.Stream``); every device has them."""
 
-    __slots__ = ("id", "device", "priority", "_vc", "_pending", "_host_epoch", "_capture", "_out_meta",
+    __slots__ = ("id", "device", "priority", "_vc", "_pending", "_prune_at", "_host_epoch", "_capture", "_out_meta",
                  "__weakref__")
 
     def __init__(self, device=None, priority=0, *, _id=None):
@@ -55,6 +55,7 @@ class Stream:
         self.id = next(_ids) if _id is None else _id
         self._vc = {self.id: 0}
         self._pending = []
+        self._prune_at = _PRUNE_EVERY  # _pending's length that prunes it next (_prune)
         self._host_epoch = -1
         self._capture = None
         # jax aval -> the InputMetadata that nodes recorded on this stream share for outputs of
@@ -78,8 +79,8 @@ class Stream:
         p = self._pending
         for a in arrays:
             p.append(weakref.ref(a))
-        if len(p) > _PRUNE_EVERY:
-            self._pending = [r for r in p if r() is not None]
+        if len(p) > self._prune_at:
+            _prune(self)
 
     def _live(self):
         out = [r() for r in self._pending]
@@ -120,6 +121,15 @@ class Stream:
             self._pending = []
             return True
         return False
+
+
+def _prune(s) -> None:
+    """Drop the entries of ``s._pending`` whose arrays are gone. The next prune comes once the list has doubled past
+    what stayed alive: a program holding many results (a long graph's saved tensors) pruned a list of >1024 live
+    entries at every op (30 -> 150 us an op at 3000 live outputs on the 2-core CPU); now each op pays O(1)."""
+    kept = [r for r in s._pending if r() is not None]
+    s._pending = kept
+    s._prune_at = max(_PRUNE_EVERY, 2 * len(kept))
 
 
 class Event:

@@ -30,6 +30,7 @@ import threading
 import warnings
 
 from ..core._device import _devices, from_jax
+from ..core._dtype import _BY_NP
 from ..core._tensor import Tensor
 from . import anomaly as _anomaly, streams_bridge
 from .grad_mode import state as _state
@@ -332,9 +333,15 @@ def validate_outputs(edges, grads, format_error):
         grad = grads[i]
         if grad is None:
             continue
-        if grad._data is None:
+        d = grad._data
+        if d is None:
             grad._fresh()  # a view (a hook or a custom backward returned one): its value now
+            d = grad._data
         meta = edge[0].input_metadata[edge[1]]
+        aval = getattr(d, "aval", None)  # a jax array's shape and dtype at once (its properties read it each)
+        if (aval is not None and aval.shape == meta.shape and _BY_NP.get(aval.dtype) is meta.dtype
+                and grad._device is meta.device):
+            continue  # the common case: nothing to check further, nothing to change
         if grad.shape != meta.shape:
             if _expandable(meta.shape, grad.shape):
                 grad = grad.sum_to_size(meta.shape)
@@ -451,7 +458,8 @@ def _observed_call(task, fn, inputs):
 
 
 def call_function(task, fn, inputs):
-    inputs = call_tensor_pre_hooks(fn, inputs)
+    if fn._tensor_pre_hooks is not None or fn._retains_grad_hooks or fn._leaf_hooks:
+        inputs = call_tensor_pre_hooks(fn, inputs)
     if fn._pre_hooks:
         inputs = _call_pre_hooks(fn, inputs)
     prev, _tls.node_inputs = _tls.node_inputs, inputs

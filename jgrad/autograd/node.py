@@ -87,6 +87,7 @@ class Node:
     _metadata = None
     _anomaly_trace = None
     _stale_message = None  # a view's history that may not be regenerated: why (jgrad.runtime._views)
+    _leaf_hooks = False  # True where _tensor_hooks() reads hooks kept elsewhere (AccumulateGrad: the leaf's)
 
     def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
         self.next_edges = next_edges
@@ -197,6 +198,8 @@ class AccumulateGrad(Node):
         # threads) may accumulate into the same .grad at once (Note [Thread Safety on
         # Autograd Node]). Reentrant so a post-accumulate hook may run a nested backward.
         self.mutex = threading.RLock()
+
+    _leaf_hooks = True
 
     def _tensor_hooks(self):
         hooks = self.variable._hooks

@@ -34,7 +34,7 @@ from ..streams import (_current_for, _defaults as _default_streams, _overrides, 
                        _tls as _stream_tls)
 from ..streams import active_captures as _active_captures
 from ..streams import check_access, host_read, record_new
-from ..streams import _sync_hooks
+from ..streams import _sync_hooks, _prune
 from ..core._recorder import Buffer, abstract
 from ._capture import CaptureError, concrete
 from ..autograd.engine import output_mask
@@ -281,8 +281,8 @@ class OpNode(Node):
                 for r in res:
                     if r is not None:
                         pending.append(_weakref(r))
-                if len(pending) > 1024:
-                    stream._pending = [r for r in pending if r() is not None]
+                if len(pending) > stream._prune_at:
+                    _prune(stream)
         dev = self.device
         out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
         if _sanitizing[0] and cap is None:
@@ -324,7 +324,12 @@ class OpNode(Node):
 def _checked(s, node):
     if s.vc[0] != s.version:
         s.check(node)
-    return s.value()
+    src = s.src
+    if src is not None:
+        t = src()
+        if t is not None and t._alias is not None:
+            return s.value()  # a view's storage may have been written through .data since
+    return s.data  # what SavedVariable.value() returns for a tensor gone or sharing no storage
 
 
 _DERIVED_USED: dict = {}  # derived backward op -> which of its inputs its computation reads
@@ -590,8 +595,8 @@ def _call(op, args, key, attrs, inplace, device=None):
             pending.append(_weakref(o))
     else:
         pending.append(_weakref(out))
-    if len(pending) > 1024:
-        stream._pending = [r for r in pending if r() is not None]
+    if len(pending) > stream._prune_at:
+        _prune(stream)
     if inplace is not None:
         outs = (_inplace_result(op, inplace, outs[0]),) + tuple(outs[1:])
         inplace._stream = stream
@@ -737,8 +742,8 @@ def _track(stream, arrays):
     p = stream._pending
     for a in arrays:
         p.append(_weakref(a))
-    if len(p) > 1024:
-        stream._pending = [r for r in p if r() is not None]
+    if len(p) > stream._prune_at:
+        _prune(stream)
 
 
 def _check_inplace(op, target, res) -> bool:
