@@ -32,14 +32,18 @@ def _chain(jg_like, x, c, n):
 
 
 def _time(fn, reps):
+    """(median wall seconds, median CPU seconds of this thread) of ``fn()``. The calling thread's CPU time is the
+    host cost (jax computes on its own threads; PyTorch, at one thread, on this one): the figure that holds up
+    while other work shares the cores, which stretches the wall clock."""
     fn()
     fn()  # warm: kernels compiled, caches filled
-    out = []
+    wall, cpu = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fn()
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def _cases(lib, n, torch_mode):
@@ -136,17 +140,21 @@ def main(argv=None):
             pass
     rows = []
     if "fwd" in only:
-        rows.append(("jax.jit call (floor)", _time(_jit_floor(a.ops), a.reps) / a.ops, None))
+        rows.append(("jax.jit call (floor)", [x / a.ops for x in _time(_jit_floor(a.ops), a.reps)], None))
     for name in only:
         fn, k = jcases[name]
-        tj = _time(fn, a.reps) / k
-        tt = _time(tcases[name][0], a.reps) / k if tcases else None
+        tj = [x / k for x in _time(fn, a.reps)]
+        tt = [x / k for x in _time(tcases[name][0], a.reps)] if tcases else None
         rows.append((f"{name} ({'per op' if k > 1 else 'per step'})", tj, tt))
-    print(f"{'case':28s} {'jgrad us':>10s} {'torch us':>10s} {'ratio':>7s}")
+    print("us, medians; wall clock, and CPU time of the calling thread (host cost)")
+    print(f"{'case':28s} {'jgrad wall':>10s} {'torch wall':>10s} {'ratio':>6s} {'jgrad host':>10s} {'torch host':>10s} "
+          f"{'ratio':>6s}")
     for name, tj, tt in rows:
-        ts = f"{tt * 1e6:10.1f}" if tt else f"{'':>10s}"
-        r = f"{tj / tt:7.2f}" if tt else ""
-        print(f"{name:28s} {tj * 1e6:10.1f} {ts} {r}")
+        cols = []
+        for i in (0, 1):
+            cols.append(f"{tj[i] * 1e6:10.1f}")
+            cols.append(f"{tt[i] * 1e6:10.1f} {tj[i] / tt[i]:6.2f}" if tt else f"{'':>10s} {'':>6s}")
+        print(f"{name:28s} " + " ".join(cols))
     print(f"load average after: {os.getloadavg()}")
     if a.profile:
         for name in only:

@@ -239,12 +239,13 @@ class OpNode(Node):
         if _state.grad_enabled:
             out = self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
             return out if pos is None else [out[p] for p in pos]
-        kernel = self.op.backward_kernel(self.key, self.attrs, mask, self.in_avals)
+        op, key, in_avals = self.op, self.key, self.in_avals
+        kernel = op._bwd_kernels.get((key, mask, in_avals)) or op.backward_kernel(key, self.attrs, mask, in_avals)
         if self.has_saved:
             # Version-check only what this kernel reads: PyTorch saves (and checks) only what a
             # formula uses, while a jax.vjp-derived backward saves every input (indexing reads
             # just the shape of its base, which may then be written in place).
-            rk = (self.op, self.key, mask, self.in_avals)
+            rk = (op, key, mask, in_avals)
             reads = _KERNEL_READS.get(rk)
             if reads is None:
                 reads = _KERNEL_READS[rk] = _kernel_reads(kernel, saved_vars or (), saved_out or (), grads)
