@@ -240,7 +240,7 @@ class OpNode(Node):
             out = self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
             return out if pos is None else [out[p] for p in pos]
         op, key, in_avals = self.op, self.key, self.in_avals
-        kernel = op._bwd_kernels.get((key, mask, in_avals)) or op.backward_kernel(key, self.attrs, mask, in_avals)
+        kernel = op.backward_kernel(key, self.attrs, mask, in_avals)
         if self.has_saved:
             # Version-check only what this kernel reads: PyTorch saves (and checks) only what a
             # formula uses, while a jax.vjp-derived backward saves every input (indexing reads
