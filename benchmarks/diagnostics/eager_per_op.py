@@ -3,11 +3,12 @@
     PYTHONPATH=$PWD python -m benchmarks.diagnostics.eager_per_op [--ops 100] [--reps 15] [--profile]
                                                                   [--only fwd,fwd_bwd,mlp]
 
-Cases (each a median over ``--reps`` timed runs, divided by the number of ops):
+Cases (each a median over ``--reps`` timed runs, divided by the number of ops; wall clock and the calling thread's
+CPU time; every kernel shape compiled, as after a program's warm-up):
 - ``fwd``: a chain of ``--ops`` muls (64x256 float32, values near 1, so no denormals) with no input requiring
   grad; beside it the bare ``jax.jit(lambda a, b: a * b)`` called as often (the floor of one kernel call).
 - ``fwd_bwd``: the same chain with ``requires_grad`` and ``y.sum().backward()`` (forward + backward per op).
-- ``mlp``: one training step of Linear+ReLU x 4 (width 256, batch 64, MSE, SGD with ``zero_grad``), per step.
+- ``mlp``: one training step of 4 Linear(256, 256) with ReLU between (batch 64, MSE, SGD with ``zero_grad``), per step.
 
 ``--profile`` runs each jgrad case under cProfile and prints its top functions by own time. Run two trees
 alternately (``PYTHONPATH=<tree>``) to compare a change with its baseline in the same load.
@@ -24,7 +25,7 @@ import numpy as np
 SHAPE = (64, 256)
 
 
-def _chain(jg_like, x, c, n):
+def _chain(x, c, n):
     y = x
     for _ in range(n):
         y = y * c
@@ -57,10 +58,10 @@ def _cases(lib, n, torch_mode):
 
     def fwd():
         with lib.no_grad():
-            _chain(lib, x, c, n)
+            _chain(x, c, n)
 
     def fwd_bwd():
-        _chain(lib, xg, c, n).sum().backward()
+        _chain(xg, c, n).sum().backward()
 
     nn, optim = lib.nn, lib.optim
     lib.manual_seed(0)
