@@ -334,3 +334,40 @@ def test_blocking_copy_to_the_host_after_a_synced_side_stream_is_no_race():
             w = z * 3                  # the current stream does not wait for it: copying it must still race
         with pytest.raises(jg.streams.StreamRaceError):
             w.cpu()
+
+
+@pytest.mark.one_execution_mode
+def test_pending_work_is_pruned_amortized_with_many_live_results(monkeypatch):
+    """A stream remembers its work weakly; with thousands of results alive, pruning that list runs a few times,
+    not at every op (it did once more than 1024 were alive: quadratic in a long graph)."""
+    from jgrad.runtime import _dispatch
+
+    pruned = []
+    real = _dispatch._prune
+    monkeypatch.setattr(_dispatch, "_prune", lambda s: (pruned.append(len(s._pending)), real(s)))
+    keep = [jg.ones(2)]
+    for _ in range(3000):
+        keep.append(keep[-1] + 1)
+    s = jg.current_stream()
+    assert 1 <= len(pruned) <= 3, pruned
+    assert len(s._pending) <= 2 * len(keep)
+    np.testing.assert_array_equal(keep[-1].numpy(), np.full(2, 3001.0, np.float32))
+
+
+def test_a_stream_a_hook_leaves_set_is_undone_after_its_node():
+    """engine.cpp runs each node under a stream guard: a hook that sets a stream and leaves it set changes the
+    current stream only while its node runs (the node on the default stream takes a shortcut that must agree)."""
+    d, s = jg.default_stream(), jg.Stream()
+    x = jg.ones(3, requires_grad=True)
+    y = x * 2
+    seen = []
+
+    def hook(g):
+        seen.append(jg.current_stream())
+        jg.set_stream(s)  # never restored by the hook
+
+    y.register_hook(hook)
+    (y * 3).sum().backward()
+    assert seen == [d]
+    assert jg.current_stream() is d
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 6.0, np.float32))

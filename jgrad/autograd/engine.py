@@ -30,6 +30,7 @@ import threading
 import warnings
 
 from ..core._device import _devices, from_jax
+from ..core._dtype import _BY_NP
 from ..core._tensor import Tensor
 from . import anomaly as _anomaly, streams_bridge
 from .grad_mode import state as _state
@@ -278,9 +279,11 @@ class ReadyQueue:
             # inside) the queue's lock, so no two locks are ever held in opposite order.
             with task.graph_task.mutex:
                 task.graph_task.outstanding_tasks += 1
-        with self.cv:
+        cv = self.cv
+        with cv:
             heapq.heappush(self.heap, (key, next(self._tiebreak), task))
-            self.cv.notify()
+            if cv._waiters:  # (read under the lock, where wait() adds itself): no waiter, nothing to wake
+                cv.notify()
 
     def pop(self) -> NodeTask:
         with self.cv:
@@ -303,7 +306,8 @@ class InputBuffer:
     def add(self, pos, var, producer_stream, consumer_stream):
         if var is None:
             return
-        var = streams_bridge.sync_for_accumulation(var, producer_stream, consumer_stream)
+        if producer_stream is not consumer_stream:  # (one stream, or none: nothing to sync)
+            var = streams_bridge.sync_for_accumulation(var, producer_stream, consumer_stream)
         old = self.buffer[pos]
         if old is None:
             self.buffer[pos] = var
@@ -329,9 +333,15 @@ def validate_outputs(edges, grads, format_error):
         grad = grads[i]
         if grad is None:
             continue
-        if grad._data is None:
+        d = grad._data
+        if d is None:
             grad._fresh()  # a view (a hook or a custom backward returned one): its value now
+            d = grad._data
         meta = edge[0].input_metadata[edge[1]]
+        aval = getattr(d, "aval", None)  # a jax array's shape and dtype at once (its properties read it each)
+        if (aval is not None and aval.shape == meta.shape and _BY_NP.get(aval.dtype) is meta.dtype
+                and grad._device is meta.device):
+            continue  # the common case: nothing to check further, nothing to change
         if grad.shape != meta.shape:
             if _expandable(meta.shape, grad.shape):
                 grad = grad.sum_to_size(meta.shape)
@@ -448,7 +458,8 @@ def _observed_call(task, fn, inputs):
 
 
 def call_function(task, fn, inputs):
-    inputs = call_tensor_pre_hooks(fn, inputs)
+    if fn._tensor_pre_hooks is not None or fn._retains_grad_hooks or fn._leaf_hooks:
+        inputs = call_tensor_pre_hooks(fn, inputs)
     if fn._pre_hooks:
         inputs = _call_pre_hooks(fn, inputs)
     prev, _tls.node_inputs = _tls.node_inputs, inputs
@@ -476,6 +487,14 @@ def task_should_compute_output(edge) -> bool:
         return True
     info = task.exec_info.get(edge[0])
     return info is not None and info.should_execute()
+
+
+def output_mask(edges) -> tuple:
+    """``task_should_compute_output`` of each of a node's edges (its ``needs_input_grad``), in one call."""
+    task = _tls.graph_task
+    if task is None or not task.exec_info or not _trimming[0]:
+        return tuple([e is not None for e in edges])
+    return tuple([task_should_compute_output(e) for e in edges])
 
 
 def current_graph_task_id() -> int:
@@ -767,14 +786,16 @@ class Engine:
                     buf = InputBuffer(len(nxt.input_metadata))
                     buf.add(input_nr, outputs[i], producer_stream, nxt._stream)
                     if ready:
-                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf))
+                        task.outstanding_tasks += 1  # push's count, under the task's mutex held here already
+                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf), False)
                     else:
                         task.not_ready[nxt] = buf
                 else:
                     buf.add(input_nr, outputs[i], producer_stream, nxt._stream)
                     if ready:
                         del task.not_ready[nxt]
-                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf))
+                        task.outstanding_tasks += 1
+                        self.ready_queue(cpu_queue, buf.device()).push(NodeTask(task, nxt, buf), False)
 
     # -- entry point ------------------------------------------------------------
     def execute(self, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):

@@ -24,6 +24,7 @@ from .grad_mode import no_grad as _no_grad, state as _state
 
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
 _sequence_nr = itertools.count()
+_weakref = weakref.ref
 
 
 class RemovableHandle:
@@ -86,6 +87,7 @@ class Node:
     _metadata = None
     _anomaly_trace = None
     _stale_message = None  # a view's history that may not be regenerated: why (jgrad.runtime._views)
+    _leaf_hooks = False  # True where _tensor_hooks() reads hooks kept elsewhere (AccumulateGrad: the leaf's)
 
     def __init__(self, next_edges=(), input_metadata=(), sequence_nr=None):
         self.next_edges = next_edges
@@ -197,6 +199,8 @@ class AccumulateGrad(Node):
         # Autograd Node]). Reentrant so a post-accumulate hook may run a nested backward.
         self.mutex = threading.RLock()
 
+    _leaf_hooks = True
+
     def _tensor_hooks(self):
         hooks = self.variable._hooks
         return [(0, h) for h in hooks.values()] if hooks else ()
@@ -305,24 +309,23 @@ class SavedVariable:
         self.hooks = None
         if _state.saved_hooks:
             return self._pack(t, is_output, _state.saved_hooks[-1])
-        self.data = t._data
-        self.device = t._device
-        self.stream = t._stream
-        # own_version: the value an in-place op overwrote (PyTorch's original_self).
-        self.vc = [0] if own_version else t._vc
-        self.version = 0 if own_version else t._vc[0]
-        # Where to look for a write that does not bump the version (through ``.data``): see value().
-        self.src = None if own_version else weakref.ref(t)
-        self.seen = _write_clock[0]
-        self.slot_gen = t._slot_gen
-        self.is_output = is_output
-        self.output_nr = t._output_nr
-        if is_output:
-            self.leaf, self.grad_fn = None, None  # rebuilt from the owning node: no cycle
-        elif t._grad_fn is not None:
-            self.leaf, self.grad_fn = None, t._grad_fn
+        # (One tuple assignment: every op with an input that requires grad saves one or two of these.)
+        if own_version:  # the value an in-place op overwrote (PyTorch's original_self)
+            self.vc, self.version, self.src = [0], 0, None
         else:
-            self.leaf, self.grad_fn = (t if t._req else None), None
+            # src: where to look for a write that does not bump the version (through ``.data``): see value().
+            vc = t._vc
+            self.vc, self.version, self.src = vc, vc[0], _weakref(t)
+        grad_fn = t._grad_fn
+        if is_output:
+            leaf = grad_fn = None  # rebuilt from the owning node: no cycle
+        elif grad_fn is not None:
+            leaf = None
+        else:
+            leaf = t if t._req else None
+        (self.data, self.device, self.stream, self.seen, self.slot_gen, self.is_output, self.output_nr, self.leaf,
+         self.grad_fn) = (t._data, t._device, t._stream, _write_clock[0], t._slot_gen, is_output, t._output_nr, leaf,
+                          grad_fn)
 
     def _pack(self, t, is_output, hooks):
         """Saved under ``saved_tensors_hooks``: keep what ``pack_hook(t)`` returns. ``data`` stays unset, so reading

@@ -112,6 +112,35 @@ _enter_x64 = _x64_context()
 _NULL = contextlib.nullcontext()
 
 
+def _x64_state():
+    """JAX's ``jax_enable_x64`` config state when it offers a thread-local swap without hooks, else None."""
+    try:
+        from jax._src import config as _config
+        state = _config.enable_x64
+        if (callable(getattr(state, "swap_local", None)) and callable(getattr(state, "set_local", None))
+                and getattr(state, "_update_thread_local_hook", None) is None):
+            return state
+    except (ImportError, AttributeError):  # pragma: no cover - another jax layout: jax's context manager
+        pass
+    return None
+
+
+_X64_STATE = _x64_state()
+
+
+class _X64On:
+    """What ``jax.enable_x64(True)`` does on entry and exit (swap the thread-local value, put it back), without
+    building jax's context manager and running its parser per kernel call: 1.3 -> ~0.5 us on the 2-core CPU."""
+
+    __slots__ = ("prev",)
+
+    def __enter__(self):
+        self.prev = _X64_STATE.swap_local(True)
+
+    def __exit__(self, *exc):
+        _X64_STATE.set_local(self.prev)
+
+
 def with_x64(fn):
     """``fn`` run inside ``x64_scope()`` (for jgrad functions that call jax directly, outside kernels)."""
     import functools
@@ -131,7 +160,9 @@ def x64_scope():
     JAX's defaults): it turns 64-bit types on thread-locally around its own kernels, compiles and
     transfers (~0.6 us a time on a CPU; nothing when the global setting is already on).
     """
-    return _NULL if jax.config.jax_enable_x64 else _enter_x64()
+    if _X64_STATE is None:
+        return _NULL if jax.config.jax_enable_x64 else _enter_x64()
+    return _NULL if _X64_STATE.value else _X64On()
 
 
 def canonical(d) -> dtype:

@@ -34,10 +34,10 @@ from ..streams import (_current_for, _defaults as _default_streams, _overrides, 
                        _tls as _stream_tls)
 from ..streams import active_captures as _active_captures
 from ..streams import check_access, host_read, record_new
-from ..streams import _sync_hooks
+from ..streams import _sync_hooks, _prune
 from ..core._recorder import Buffer, abstract
 from ._capture import CaptureError, concrete
-from ..autograd.engine import task_should_compute_output
+from ..autograd.engine import output_mask
 from ..autograd.grad_mode import state as _state
 from ..autograd.node import Node, SavedVariable, _SECOND_BACKWARD
 
@@ -216,7 +216,7 @@ class OpNode(Node):
         if self.released:
             raise RuntimeError(_SECOND_BACKWARD)
         edges = self.next_edges
-        mask = tuple([task_should_compute_output(e) for e in edges])
+        mask = output_mask(edges)
         if True not in mask:
             return [None] * len(edges)
         if len(grads) == 1:
@@ -239,18 +239,19 @@ class OpNode(Node):
         if _state.grad_enabled:
             out = self._apply_with_graph(grads, mask, saved_vars or (), saved_out)
             return out if pos is None else [out[p] for p in pos]
-        kernel = self.op.backward_kernel(self.key, self.attrs, mask, self.in_avals)
+        op, key, in_avals = self.op, self.key, self.in_avals
+        kernel = op.backward_kernel(key, self.attrs, mask, in_avals)
         if self.has_saved:
             # Version-check only what this kernel reads: PyTorch saves (and checks) only what a
             # formula uses, while a jax.vjp-derived backward saves every input (indexing reads
             # just the shape of its base, which may then be written in place).
-            rk = (self.op, self.key, mask, self.in_avals)
+            rk = (op, key, mask, in_avals)
             reads = _KERNEL_READS.get(rk)
             if reads is None:
                 reads = _KERNEL_READS[rk] = _kernel_reads(kernel, saved_vars or (), saved_out or (), grads)
-            saved = tuple((_checked(s, self) if r else s.data) if type(s) is SavedVariable else s
-                          for s, r in zip(saved_vars, reads[0])) if saved_vars is not None else ()
-            outs = tuple(_checked(s, self) if r else s.data for s, r in zip(saved_out, reads[1])) \
+            saved = tuple([(_checked(s, self) if r else s.data) if type(s) is SavedVariable else s
+                           for s, r in zip(saved_vars, reads[0])]) if saved_vars is not None else ()
+            outs = tuple([_checked(s, self) if r else s.data for s, r in zip(saved_out, reads[1])]) \
                 if saved_out else ()
         else:
             saved = tuple(saved_vars) if saved_vars is not None else ()
@@ -277,7 +278,12 @@ class OpNode(Node):
                         res = kernel(saved, outs, raw)
                 except TypeError:
                     res = _run_with_buffers(kernel, (saved, outs, raw), stream)
-                _track(stream, [r for r in res if r is not None])
+                pending = stream._pending  # _track, inlined
+                for r in res:
+                    if r is not None:
+                        pending.append(_weakref(r))
+                if len(pending) > stream._prune_at:
+                    _prune(stream)
         dev = self.device
         out = [Tensor._make(r, dev, stream) if r is not None else None for r in res]
         if _sanitizing[0] and cap is None:
@@ -319,7 +325,12 @@ class OpNode(Node):
 def _checked(s, node):
     if s.vc[0] != s.version:
         s.check(node)
-    return s.value()
+    src = s.src
+    if src is not None:
+        t = src()
+        if t is not None and t._alias is not None:
+            return s.value()  # a view's storage may have been written through .data since
+    return s.data  # what SavedVariable.value() returns for a tensor gone or sharing no storage
 
 
 _DERIVED_USED: dict = {}  # derived backward op -> which of its inputs its computation reads
@@ -585,8 +596,8 @@ def _call(op, args, key, attrs, inplace, device=None):
             pending.append(_weakref(o))
     else:
         pending.append(_weakref(out))
-    if len(pending) > 1024:
-        stream._pending = [r for r in pending if r() is not None]
+    if len(pending) > stream._prune_at:
+        _prune(stream)
     if inplace is not None:
         outs = (_inplace_result(op, inplace, outs[0]),) + tuple(outs[1:])
         inplace._stream = stream
@@ -732,8 +743,8 @@ def _track(stream, arrays):
     p = stream._pending
     for a in arrays:
         p.append(_weakref(a))
-    if len(p) > 1024:
-        stream._pending = [r for r in p if r() is not None]
+    if len(p) > stream._prune_at:
+        _prune(stream)
 
 
 def _check_inplace(op, target, res) -> bool:
