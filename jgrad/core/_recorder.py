@@ -246,7 +246,7 @@ def _aval_key(x):
     if type(x) is Buffer:
         a = x.aval
         return (a.shape, a.dtype, a.weak_type)
-    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+    if isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):  # (an aval: a backward plan's)
         return (x.shape, np.dtype(x.dtype), bool(getattr(x, "weak_type", False)))
     return (type(x),)
 
