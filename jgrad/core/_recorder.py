@@ -2,7 +2,8 @@
 
 Capture (``jgrad.runtime._capture``) and tiered execution (``jgrad.runtime._segment``) record the same way: a kernel call
 becomes a step ``(fn, argument tree, refs, output buffer indices, stream)`` and its outputs are
-``Buffer``s, whose shape and dtype are known at once (``jax.eval_shape``, cached per structure) and
+``Buffer``s, whose shape and dtype are known at once (``shapes_of``: a kernel's own trace cache where it has
+one, else ``jax.eval_shape``; cached per kernel and input avals) and
 whose value comes later: when a capture's graph replays, or when a segment reaches a barrier. A tensor
 whose ``_data`` is a Buffer is such a result; reading ``Buffer.value`` is what makes a pending segment
 run (a barrier). Outputs of a compiled executable may come back packed, one flat array per dtype

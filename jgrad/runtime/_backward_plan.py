@@ -24,6 +24,13 @@ order, which fixes the engine's order; AccumulateGrad ties keep discovery order)
 attributes, input avals and edges given as ranks; the roots, the ``inputs=`` edges, whether
 gradients accumulate, and gradient trimming. Equal keys are isomorphic graphs run in the same order.
 
+Shapes: a plan's build asks each node's kernel for its outputs' avals (which are gradients, which are None)
+through the recorder's shape cache, else the kernel's own ``jax.jit`` trace cache, which eager mode's call (or
+an earlier plan's) filled at these shapes: no new trace, yet a formula that fails to trace raises here, in
+``backward()``, as it would in eager mode. The plan's function then carries its own ``eval_shape``: its
+results are sums of kernel outputs and seeds of one shape and dtype each, so recording it traces nothing (a
+GAN's first step: 16 -> 2.3 ms of plan builds, 35 traces -> 2).
+
 When it applies (else the engine runs as usual, with every semantic of engine.cpp): "auto" mode,
 no capture under way, no ``create_graph``, no anomaly mode, no stream sanitizer, no profiler observing nodes, not inside
 another backward; every node an op's ``OpNode`` or a leaf's ``AccumulateGrad``, on one stream that
@@ -41,7 +48,6 @@ import operator
 import jax
 import jax.numpy as jnp
 
-from ..core import _dtype
 from . import _segment
 from ._tape import hooked_saves as _hooked_saves
 from ..core._recorder import _eval_shape, _tree_flatten, _tree_unflatten
