@@ -273,12 +273,19 @@ _PY_SCALARS = (int, float, bool, complex)
 #: A dynamic scalar's aval -> the Python number eager mode passes in its place (the same aval under x64).
 _AS_PYTHON = {(np.dtype(np.float64), True): 0.0, (np.dtype(np.int64), True): 0, (np.dtype(np.complex128), True): 0j}
 _default_device = []
+_NamedSharding = jax.sharding.NamedSharding
 
 
 def _eager_form(x):
     """``x`` as eager mode's call passed it, for a kernel's trace cache: a dynamic scalar (recorded as a weakly
-    typed 0-d array, ``_segment_run.device_scalar``) is the Python number it was; else its aval."""
-    a = _as_aval(x)
+    typed 0-d array, ``_segment_run.device_scalar``) is the Python number it was; a Buffer its aval; an array
+    itself (JAX reads the aval it keeps, where a new ShapeDtypeStruct costs ~5 us to make and convert)."""
+    if type(x) is Buffer:
+        a = x.aval
+    elif type(getattr(x, "sharding", None)) is _NamedSharding:  # laid out over a mesh: its aval, as before
+        a = _as_aval(x)
+    else:
+        a = x
     if not a.shape and getattr(a, "weak_type", False):
         return _AS_PYTHON.get((np.dtype(a.dtype), True), a)
     return a
