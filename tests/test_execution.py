@@ -3,6 +3,7 @@
 These tests set the execution mode themselves (``one_execution_mode``); the rest of the suite runs
 once per mode (tests/conftest.py).
 """
+import gc
 import os
 import subprocess
 import sys
@@ -423,6 +424,73 @@ def test_backward_plan_is_reused_and_leaves_accumulate(tiers):
     n = len(_backward_plan._plans)
     (w * 5.0).sum().backward()
     assert len(_backward_plan._plans) == n
+
+
+_IDX = np.array([2, 0, 2])
+# Graphs whose plans cover broadcasting, reductions, matmul, dtype changes (c is float64) and integer inputs with no
+# gradient; the last has several roots with their own seeds (a's gradient: a kernel's output plus a seed, summed in
+# the plan; b's: its seed alone).
+_SHAPE_CASES = {
+    "broadcast": lambda a, b, c, w: ((a * b + c.float()) / (b.exp() + 1)).sum(),
+    "reductions": lambda a, b, c, w: a.max(dim=1).values.mean() + (a * a).sum(0, keepdim=True).sqrt().sum(),
+    "matmul": lambda a, b, c, w: (a @ w).relu().logsumexp(dim=1).sum(),
+    "dtypes": lambda a, b, c, w: ((a.double() * c).sum(1).float() + a.to(jg.float16).sum(1).float()).sum() + c.sum(),
+    "integers": lambda a, b, c, w: ((a * jg.tensor([[1, 2, 3]])).sum() + a.index_select(0, jg.tensor(_IDX)).sum()
+                                    + jg.embedding(jg.tensor(_IDX), w.t()).sum()),
+    "seeds": lambda a, b, c, w: [a * 2, a, b],
+}
+
+
+def _plan_shape_mismatches(seen):
+    """Each case's plan: (case, what) where an aval known without tracing differs from ``jax.eval_shape``'s.
+
+    Fresh leaves each time (no ``.grad`` accumulates in place: its segment would keep the work alive, to run)."""
+    from jgrad.core._dtype import x64_scope
+    from jgrad.core._recorder import _as_aval
+    avals = lambda tree: jax.tree_util.tree_map(_as_aval, tree)  # noqa: E731
+    rng = np.random.default_rng(1)
+    bad = []
+    for name, fn in _SHAPE_CASES.items():
+        del seen[:]
+        _backward_plan._plans.clear()
+        leaves = [jg.tensor(rng.standard_normal(s).astype(dt), requires_grad=True)
+                  for s, dt in (((4, 3), np.float32), ((3,), np.float32), ((4, 1), np.float64), ((3, 5), np.float32))]
+        seeds = [jg.ones(4, 3), jg.full((4, 3), 0.5), jg.ones(3)] if name == "seeds" else None
+        jg.autograd.backward(fn(*leaves), seeds)
+        (plan, nodes, (saved, saved_out)), = seen
+        assert plan.steps, name
+        with x64_scope():
+            for j, ((r, _, _, _), kernel) in enumerate(zip(plan.steps, plan.kernels)):
+                g = tuple(jax.ShapeDtypeStruct(m.shape, m.dtype.np) for m in nodes[r].input_metadata)
+                if plan.out_avals[j] != jax.eval_shape(kernel, avals(saved[j]), avals(saved_out[j]), g):
+                    bad.append((name, nodes[r].name()))
+            seed_avals = [_as_aval(t._data) for t in (seeds or [jg.ones(())])]
+            for weak in (False, True):  # a weakly typed seed (a Python number's array) stays weak alone
+                s = [jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=weak) for x in seed_avals]
+                args = (avals(saved), avals(saved_out), s)
+                derived = plan.fn.eval_shape(*args)
+                if derived is None or derived != jax.eval_shape(plan.fn, *args):
+                    bad.append((name, f"backward_pass, weak seeds: {weak}"))
+    del seen[:]
+    return bad
+
+
+def test_backward_plan_shapes_equal_eval_shape(monkeypatch):
+    """A plan's avals, known without tracing (each node's kernel through its own trace cache; the plan's results
+    from its kernels' avals and the seeds'), are what ``jax.eval_shape`` gives."""
+    seen = []
+    arguments = _backward_plan._Plan.arguments
+
+    def spy(self, nodes):
+        args = arguments(self, nodes)
+        seen.append((self, nodes, args))
+        return args
+
+    monkeypatch.setattr(_backward_plan._Plan, "arguments", spy)
+    with jg.execution_mode("auto"):
+        bad = _plan_shape_mismatches(seen)
+        gc.collect()  # (leaves and their nodes hold each other: then no result is alive, and nothing has to run)
+    assert bad == []
 
 
 def test_backward_plan_declines_what_the_engine_must_report():

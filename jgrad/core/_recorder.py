@@ -2,7 +2,8 @@
 
 Capture (``jgrad.runtime._capture``) and tiered execution (``jgrad.runtime._segment``) record the same way: a kernel call
 becomes a step ``(fn, argument tree, refs, output buffer indices, stream)`` and its outputs are
-``Buffer``s, whose shape and dtype are known at once (``jax.eval_shape``, cached per structure) and
+``Buffer``s, whose shape and dtype are known at once (``shapes_of``: a kernel's own trace cache where it has
+one, else ``jax.eval_shape``; cached per kernel and input avals) and
 whose value comes later: when a capture's graph replays, or when a segment reaches a barrier. A tensor
 whose ``_data`` is a Buffer is such a result; reading ``Buffer.value`` is what makes a pending segment
 run (a barrier). Outputs of a compiled executable may come back packed, one flat array per dtype
@@ -246,7 +247,7 @@ def _aval_key(x):
     if type(x) is Buffer:
         a = x.aval
         return (a.shape, a.dtype, a.weak_type)
-    if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+    if isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)):  # (an aval: a backward plan's)
         return (x.shape, np.dtype(x.dtype), bool(getattr(x, "weak_type", False)))
     return (type(x),)
 
@@ -268,30 +269,60 @@ _shape_cache: dict = {}
 max_shape_entries = 20_000
 
 
-_PJIT = type(jax.jit(lambda: None))
+_PY_SCALARS = (int, float, bool, complex)
+#: A dynamic scalar's aval -> the Python number eager mode passes in its place (the same aval under x64).
+_AS_PYTHON = {(np.dtype(np.float64), True): 0.0, (np.dtype(np.int64), True): 0, (np.dtype(np.complex128), True): 0j}
+_default_device = []
+_NamedSharding = jax.sharding.NamedSharding
+
+
+def _eager_form(x):
+    """``x`` as eager mode's call passed it, for a kernel's trace cache: a dynamic scalar (recorded as a weakly
+    typed 0-d array, ``_segment_run.device_scalar``) is the Python number it was; a Buffer its aval; an array
+    itself (JAX reads the aval it keeps, where a new ShapeDtypeStruct costs ~5 us to make and convert)."""
+    if type(x) is Buffer:
+        a = x.aval
+    elif type(getattr(x, "sharding", None)) is _NamedSharding:  # laid out over a mesh: its aval, as before
+        a = _as_aval(x)
+    else:
+        a = x
+    if not a.shape and getattr(a, "weak_type", False):
+        return _AS_PYTHON.get((np.dtype(a.dtype), True), a)
+    return a
 
 
 def _eval_shape(fn, treedef, leaves):
     key = (fn, treedef, tuple(_aval_key(x) for x in leaves))
     hit = _shape_cache.get(key)
     if hit is None:
-        args = _tree_unflatten(treedef, [_as_aval(x) for x in leaves])
+        args = _tree_unflatten(treedef, [x if type(x) in _PY_SCALARS else _eager_form(x) for x in leaves])
         with x64_scope():
-            out = _shapes_of(fn, args)
+            if all(type(x) in _PY_SCALARS for x in leaves):
+                # A factory: eager mode runs it under the device's default_device, part of JAX's trace-cache key.
+                if not _default_device:
+                    _default_device.append(jax.devices()[0])
+                with jax.default_device(_default_device[0]):
+                    out = shapes_of(fn, args)
+            else:
+                out = shapes_of(fn, args)
         if len(_shape_cache) >= max_shape_entries:  # shapes that change every step: start afresh
             _shape_cache.clear()
         hit = _shape_cache[key] = _tree_flatten(out)
     return hit
 
 
-def _shapes_of(fn, args):
-    """``jax.eval_shape(fn, *args)``; for a ``jax.jit`` function, or a kernel wrapping one (``.jit``), through the
-    function's own trace cache: eager mode's first call of a kernel traced it for these shapes already (a GAN's
-    first recorded step: 0.1-0.2 ms a kernel instead of ~0.7-1.6 ms, a new ``jit`` traced per call)."""
-    jitted = getattr(fn, "jit", fn)
-    if type(jitted) is _PJIT:
+def shapes_of(fn, args):
+    """``jax.eval_shape(fn, *args)``, without a new trace where ``fn`` can tell: a ``jax.jit`` function, or a
+    kernel wrapping one (``.jit``), answers through its own trace cache (eager mode's first call of a kernel traced
+    it for these shapes already: a GAN's first recorded step, 0.1-0.2 ms a kernel instead of ~0.7-1.6 ms, a new
+    ``jit`` traced per call); a function with an ``eval_shape`` of its own (a backward plan's, Note [Backward
+    plans]) answers from what it knows, or None when it cannot tell."""
+    form = getattr(getattr(fn, "jit", fn), "eval_shape", None)
+    if form is not None:
         try:
-            return jitted.eval_shape(*args)
+            out = form(*args)
+            if out is not None:
+                return out
         except Exception:  # noqa: BLE001 - whatever it cannot do, the general path does (or raises its error)
             pass
     return jax.eval_shape(fn, *args)
