@@ -272,8 +272,8 @@ shape_forms: dict = {}
 
 def add_shape_form(kernel, form):
     """``form`` gives ``kernel``'s output avals at recording (kept while ``kernel`` lives: its id is the key)."""
-    if len(shape_forms) > 4096:  # kernels of ever new static attributes (a view's shapes): the ones added here go
-        for k in [k for k, v in shape_forms.items() if len(v) > 2]:
+    if len(shape_forms) > 4096:  # kernels of ever new static attributes: those added here go (3-tuples), the
+        for k in [k for k, v in shape_forms.items() if len(v) > 2]:  # ones a module set itself stay (the gate's)
             del shape_forms[k]
     shape_forms[id(kernel)] = (kernel, form, False)
 
