@@ -194,3 +194,43 @@ def test_op_by_op_runs_check_on_the_host_and_still_gate_the_writes(monkeypatch):
     # the kernels ran for the failing step only (its flag, the flag it ANDs into, the select that kept the write)
     assert [n for n in called if "check" in n or n.startswith("gate")] == [
         "range_check_forward", "check_ok_and_forward", "gate of the in-place writes by the device-side checks"], called
+
+
+@pytest.mark.one_execution_mode
+def test_check_ok_and_shape_form_equals_eval_shape_and_a_failing_check_still_raises(monkeypatch):
+    # A new structure's recording reads CHECK_OK_AND's output aval from its shape form, not from a trace of the
+    # kernel (eager mode never runs it): the form must give what jax.eval_shape gives, and decline what it cannot.
+    import jax
+    from jgrad.core import _dtype, _recorder
+    from jgrad.runtime import _segment, _segment_run
+    kernel = _checks.CHECK_OK_AND.kernel((), {})
+    with _dtype.x64_scope():
+        for dt in (np.int64, np.int32, np.int16):
+            ok, flag = jax.device_put(np.ones((), dt)), jax.device_put(np.array([1, 5], dt))
+            want = jax.eval_shape(kernel, ok, flag)
+            avals, tree = _checks._ok_and_shapes([ok, flag])
+            assert tree == jax.tree_util.tree_structure(want)
+            assert (avals[0].shape, avals[0].dtype, avals[0].weak_type) == (want.shape, want.dtype, want.weak_type)
+        i64 = jax.device_put(np.ones((), np.int64))
+        for leaves in ([i64, jax.device_put(np.array([1, 5], np.int32))],  # mixed dtypes: promoted, traced
+                       [i64, jax.device_put(np.array([1, 5, 6], np.int64))], [jax.numpy.asarray(1), i64[None]],
+                       [jax.device_put(np.ones((), np.float32)), jax.device_put(np.ones(2, np.float32))], [i64]):
+            assert _checks._ok_and_shapes(leaves) is None
+    traced = []
+    shapes_of = _recorder.shapes_of
+    monkeypatch.setattr(_recorder, "shapes_of", lambda fn, args: (traced.append(fn.__name__), shapes_of(fn, args))[1])
+    monkeypatch.setattr(_segment, "compile_payback", 1e9)
+    _recorder._shape_cache.clear()
+    jg.graphs.segment_cache_clear()
+    x = _x()
+    with jg.execution_mode("auto"):
+        w = jg.zeros(4)
+        for i in (2, 7, 1):
+            w.add_(x.index_select(0, jg.tensor([i]) * 1)[0])
+            if i == 7:
+                with pytest.raises(IndexError, match="index out of range in self"):
+                    w.numpy()
+            else:
+                w.numpy()
+        np.testing.assert_array_equal(w.numpy(), np.arange(8.0, 12.0) + np.arange(4.0, 8.0))
+    assert id(kernel) in _segment_run.shape_forms and "check_ok_and_forward" not in traced, traced

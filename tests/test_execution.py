@@ -689,3 +689,27 @@ def test_an_evaluation_after_zero_grad_is_the_structure_it_is_without_it(tiers):
     assert tiers().structures == seen
     w, b = lin.weight.detach().numpy(), lin.bias.detach().numpy()
     np.testing.assert_allclose(value, (np.ones((4, 3), np.float32) @ w.T + b).sum(), rtol=1e-5)
+
+
+@pytest.mark.one_execution_mode
+def test_a_step_s_new_dynamic_scalars_are_made_in_one_transfer(monkeypatch):
+    # On a miss, device_scalar makes the step's later dynamic scalars too (one transfer): each array must be what a
+    # transfer of that number alone gives (value, dtype, weak type, placement), and frozen scalars are left alone.
+    from jgrad.core._dtype import x64_scope
+    from jgrad.runtime import _segment_run
+    monkeypatch.setattr(_segment_run, "_SCALAR_ARRAYS", {})
+    dev = jg.device("cpu")
+    leaves = [0.5, "x", 3, True, 1.5 - 2j, 0.25, 1, 1.0, 7]
+    a = _segment_run.device_scalar(0.5, dev, leaves, 0, frozenset(range(8)))
+    cached = {k[:2]: v for k, v in _segment_run._SCALAR_ARRAYS.items()}
+    assert cached[(float, "0.5")] is a and (int, "7") not in cached  # (position 8 is not dynamic)
+    with x64_scope():
+        for x in leaves[:8]:
+            if x == "x":
+                continue
+            got, want = cached[(type(x), repr(x))], jax.device_put(x, dev.jax_device)
+            assert (got.dtype, got.weak_type, got.committed, got.sharding) == (
+                want.dtype, want.weak_type, want.committed, want.sharding), x
+            assert got.item() == x and type(got.item()) is type(x)
+    assert _segment_run.device_scalar(1, dev) is cached[(int, "1")]  # a hit: no new array
+    assert len({id(v) for v in cached.values()}) == len(cached) == 7  # 1, 1.0 and True: three arrays

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import _dtype
+from ..core._recorder import Buffer as _Buffer
 from . import _segment
 from .. import streams
 from ._dispatch import Op, call
@@ -234,8 +235,32 @@ def _pend(checks):
         # The previous flag is held one step longer: a segment never donates it, as it never donates the constant,
         # so the step after a sync and the others also donate the same inputs (one executable, not two).
         prev = st.held[dev] = ok if ok is not None else _passed(dev)
+        _ok_and_shape_form()
         st.ok[dev] = call(CHECK_OK_AND, prev, c.flag)
         _on_host(CHECK_OK_AND, {}, _ok_and_bad)
+
+
+def _ok_and_shapes(leaves):
+    """``CHECK_OK_AND``'s output aval at recording, without tracing its kernel (~2 ms for a new structure: eager
+    mode never runs it): the 0-d flag of the two flags' integer dtype. None (trace it) for anything else."""
+    if len(leaves) != 2:
+        return None
+    ok, flag = (getattr(x, "aval", None) for x in leaves)
+    if ok is None or flag is None or ok.shape != () or flag.shape != (2,) or ok.dtype != flag.dtype or (
+            ok.dtype.kind != "i" or ok.weak_type or flag.weak_type):
+        return None
+    for x, a in zip(leaves, (ok, flag)):
+        if (getattr(a, "sharding", None) is not None if type(x) is _Buffer
+                else type(getattr(x, "sharding", None)) is not _Single):
+            return None  # (laid out over a mesh: the kernel's trace tells where its result lies)
+    return [_segment._run.shape_struct((), ok.dtype)], _segment._run.ONE_LEAF
+
+
+def _ok_and_shape_form():
+    kernel = CHECK_OK_AND.kernel((), {})
+    sf = _segment._run.shape_forms.get(id(kernel))
+    if sf is None or sf[0] is not kernel:
+        _segment._run.add_shape_form(kernel, _ok_and_shapes)
 
 
 _PASSED: dict = {}

@@ -465,7 +465,7 @@ class Segment(Recorder, Barrier):
                     refs.append(("l", tx, x) if x != 0 or tx is not float or _copysign(1.0, x) > 0
                                 else ("l", tx, x, "-"))
                     continue
-                py, leaves[j] = x, _run.device_scalar(x, self.device)
+                py, leaves[j] = x, _run.device_scalar(x, self.device, leaves, j, None if dynamic_scalars else dpos)
                 x = leaves[j]
                 if _by_value(x):  # (always: a weakly typed array; its own slot, its own number)
                     self.scalars[len(inputs)] = py
