@@ -199,3 +199,35 @@ def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
     y = jg.tensor(np.arange(67, dtype=np.float32)) - 1.0
     assert _compiles() > before
     np.testing.assert_array_equal(y.numpy(), np.arange(67, dtype=np.float32) - 1)
+
+
+def test_exit_lets_the_running_background_compile_finish_and_drops_the_queued(knobs):
+    # the interpreter exiting while a compile thread is inside XLA can abort the process: at exit the running
+    # compile is waited for and the queued ones are dropped
+    import threading
+    import time
+    started, finished = threading.Event(), []
+
+    class _Slow:
+        def __init__(self, name):
+            self.name = name
+            self.jit = self
+            self._shapes = {}
+
+        def lower(self, *args):
+            return self
+
+        def compile(self):
+            started.set()
+            time.sleep(0.2)
+            finished.append(self.name)
+
+    _kernel_cache.wait_compiles()
+    measured, stats = list(_kernel_cache._measured), dict(_kernel_cache.stats)  # (the fake's 0.2 s is no compile)
+    _kernel_cache._submit(_Slow("running"), ("sig",), ())
+    assert started.wait(5)
+    _kernel_cache._submit(_Slow("queued"), ("sig",), ())
+    _kernel_cache._at_exit()
+    assert finished == ["running"] and _kernel_cache._worker[0] is None and not _kernel_cache._jobs
+    _kernel_cache._measured[:] = measured
+    _kernel_cache.stats.update(stats)

@@ -44,6 +44,7 @@ compiled yet; ``interpret_inexact = True`` also interprets the rest with NumPy, 
 """
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -291,6 +292,17 @@ def wait_compiles() -> None:
         with _jobs_lock:
             if _worker[0] is t:  # it died without clearing its slot: nothing more will run
                 _worker[0] = None
+
+
+def _at_exit():
+    # A compile thread still inside XLA when the interpreter exits can abort the process ("FATAL: exception not
+    # rethrown"): let the running compile finish; the queued ones are dropped (the program that wanted them ended).
+    with _jobs_lock:
+        _jobs.clear()
+    wait_compiles()
+
+
+atexit.register(_at_exit)
 
 
 def _eligible(leaves) -> bool:
