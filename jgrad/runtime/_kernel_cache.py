@@ -89,8 +89,11 @@ interpret_inexact = False
 #: A shape compiles once its interpreted calls have cost ``compile_payback`` times the expected compile time
 #: (the ski-rental rule), or at its ``compile_after``-th call (None: never by count). Compiling every shape
 #: that recurs at its 2nd call made first runs slower on the 2-core CPU (an LSTM LM's first 40 steps in "auto"
-#: mode 11.2 s against 8.8 s): the compiles compete with the program for the two cores.
-compile_after = None
+#: mode 11.2 s against 8.8 s): the compiles compete with the program for the two cores. The count rule catches
+#: what the cost rule misses in a loop: an interpreted call costs ~100 us where the compiled one costs ~15, so a
+#: kernel run once a step would stay interpreted for hundreds of steps before its calls added up to a compile
+#: (a GAN's eager step 9-11 ms with ~45 such kernels, 5.3-5.8 ms with them compiled).
+compile_after = 16
 compile_payback = 1.0
 #: Compile hot shapes in a background thread (one at a time; the calls meanwhile are interpreted); False:
 #: at the call that makes the shape hot.
