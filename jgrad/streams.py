@@ -521,16 +521,7 @@ class _EngineStreams:
 
     @staticmethod
     def node_stream(fn):
-        s = fn._stream
-        cur = _tls.current.get(s.device)
-        if cur is s:
-            return _NULL
-        if cur is None and _defaults.get(s.device) is s:
-            # The common case: the node's stream is its device's default and no stream is set, so it is
-            # current already. Making it current (and counting an override) only to undo that is the same,
-            # except that a stream a hook set without restoring it is undone too: _RestoreDefault does that.
-            return _restore_default(s.device)
-        return stream(s)
+        return _made_current(fn._stream)
 
     @staticmethod
     def sync_for_accumulation(var, producer, consumer):
@@ -542,14 +533,7 @@ class _EngineStreams:
 
     @staticmethod
     def accumulation_stream(consumer):
-        if consumer is None:
-            return _NULL
-        cur = _tls.current.get(consumer.device)
-        if cur is consumer:
-            return _NULL
-        if cur is None and _defaults.get(consumer.device) is consumer:
-            return _restore_default(consumer.device)  # current already (node_stream)
-        return stream(consumer)
+        return _NULL if consumer is None else _made_current(consumer)
 
     @staticmethod
     def stash_current_streams(task):
@@ -577,6 +561,19 @@ class _Null:
 
 
 _NULL = _Null()
+
+
+def _made_current(s):
+    """``stream(s)`` for the engine's guard around a node's work, or what it amounts to when ``s`` is current."""
+    cur = _tls.current.get(s.device)
+    if cur is s:
+        return _NULL
+    if cur is None and _defaults.get(s.device) is s:
+        # The common case: the stream is its device's default and no stream is set, so it is current already.
+        # Making it current (and counting an override) only to undo that is the same, except that a stream a hook
+        # set without restoring it is undone too: _RestoreDefault does that.
+        return _restore_default(s.device)
+    return stream(s)
 
 
 class _RestoreDefault:
