@@ -234,3 +234,41 @@ def test_check_ok_and_shape_form_equals_eval_shape_and_a_failing_check_still_rai
                 w.numpy()
         np.testing.assert_array_equal(w.numpy(), np.arange(8.0, 12.0) + np.arange(4.0, 8.0))
     assert id(kernel) in _segment_run.shape_forms and "check_ok_and_forward" not in traced, traced
+
+
+@pytest.mark.one_execution_mode
+def test_range_and_value_check_shape_forms_equal_eval_shape_and_a_bad_index_still_raises(monkeypatch):
+    # A new structure's recording reads the range and value checks' flag avals from a shape form (eager mode,
+    # checking host values at the op, never traces these kernels): the form must give jax.eval_shape's answer.
+    import jax
+    from jgrad.core import _dtype, _recorder
+    from jgrad.runtime import _segment
+    with _dtype.x64_scope():
+        cases = [(_checks.RANGE_CHECK, dict(low=0, high=5, ignore=None), np.array([[1, 7], [2, 3]], dt))
+                 for dt in (np.int64, np.int32, np.int16)]
+        cases += [(_checks.RANGE_CHECK, dict(low=-2, high=5, ignore=-100), np.zeros(0, np.int64)),
+                  (_checks.VALUE_CHECK, dict(kind="nonzero"), np.array([1.0, 0.0], np.float32)),
+                  (_checks.VALUE_CHECK, dict(kind="unit_interval"), np.zeros((2, 3), np.float64))]
+        for op, attrs, a in cases:
+            kernel = op.kernel(tuple(attrs.items()), attrs)
+            want = jax.eval_shape(kernel, jax.device_put(a))
+            avals, tree = _checks._flag_shapes([jax.device_put(a)])
+            assert tree == jax.tree_util.tree_structure(want)
+            assert (avals[0].shape, avals[0].dtype, avals[0].weak_type) == (want.shape, want.dtype, want.weak_type)
+        assert _checks._flag_shapes([jax.device_put(a), jax.device_put(a)]) is None
+    traced = []
+    shapes_of = _recorder.shapes_of
+    monkeypatch.setattr(_recorder, "shapes_of", lambda fn, args: (traced.append(fn.__name__), shapes_of(fn, args))[1])
+    monkeypatch.setattr(_segment, "compile_payback", 1e9)
+    _recorder._shape_cache.clear()
+    jg.graphs.segment_cache_clear()
+    emb = jg.nn.Embedding(5, 2)
+    with jg.execution_mode("auto"):
+        for i in (1, 9, 3):
+            out = emb(jg.tensor([i]) * 1)
+            if i == 9:
+                with pytest.raises(IndexError, match="index out of range in self"):
+                    out.sum().item()
+            else:
+                np.testing.assert_array_equal(out.detach().numpy(), emb.weight.detach().numpy()[[i]])
+    assert not any("range" in name for name in traced), traced

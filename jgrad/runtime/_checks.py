@@ -141,6 +141,7 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     if _is_tracer(d):
         return  # inside a jax transformation (functionalize): nothing can be reported
     attrs = dict(low=int(low), high=int(high), ignore=ignore)
+    _shape_form(RANGE_CHECK, attrs, _flag_shapes)
     flag = call(RANGE_CHECK, index.detach(), **attrs)
     _on_host(RANGE_CHECK, attrs, _range_bad)
     _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
@@ -151,6 +152,7 @@ def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
     the next host sync, as ``check_range`` does for indices; the caller checks host values itself."""
     if _is_tracer(t._data):
         return
+    _shape_form(VALUE_CHECK, {"kind": kind}, _flag_shapes)
     flag = call(VALUE_CHECK, t.detach(), kind=kind)
     _on_host(VALUE_CHECK, {"kind": kind}, _value_bad)
     _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
@@ -235,7 +237,7 @@ def _pend(checks):
         # The previous flag is held one step longer: a segment never donates it, as it never donates the constant,
         # so the step after a sync and the others also donate the same inputs (one executable, not two).
         prev = st.held[dev] = ok if ok is not None else _passed(dev)
-        _ok_and_shape_form()
+        _shape_form(CHECK_OK_AND, {}, _ok_and_shapes)
         st.ok[dev] = call(CHECK_OK_AND, prev, c.flag)
         _on_host(CHECK_OK_AND, {}, _ok_and_bad)
 
@@ -256,11 +258,26 @@ def _ok_and_shapes(leaves):
     return [_segment._run.shape_struct((), ok.dtype)], _segment._run.ONE_LEAF
 
 
-def _ok_and_shape_form():
-    kernel = CHECK_OK_AND.kernel((), {})
+def _flag_shapes(leaves):
+    """A range or value check's output aval at recording, without tracing its kernel (eager mode, which checks
+    host values at the op, never runs it: ~18 ms a new structure for an LSTM LM's embedding): ``[ok, value]``,
+    int64 (the kernels run under jgrad's 64-bit scope). None (trace it) for an input laid out over a mesh."""
+    if len(leaves) != 1:
+        return None
+    x = leaves[0]
+    a = getattr(x, "aval", None)
+    if a is None or (getattr(a, "sharding", None) is not None if type(x) is _Buffer
+                     else type(getattr(x, "sharding", None)) is not _Single):
+        return None
+    return [_segment._run.shape_struct((2,), np.dtype(np.int64))], _segment._run.ONE_LEAF
+
+
+def _shape_form(op, attrs, form):
+    """Give ``op``'s kernel for ``attrs`` its shape form (``_segment_run.shape_forms``), once per kernel."""
+    kernel = op.kernel(tuple(attrs.items()), attrs)
     sf = _segment._run.shape_forms.get(id(kernel))
     if sf is None or sf[0] is not kernel:
-        _segment._run.add_shape_form(kernel, _ok_and_shapes)
+        _segment._run.add_shape_form(kernel, form)
 
 
 _PASSED: dict = {}
