@@ -196,13 +196,27 @@ def test_op_by_op_runs_check_on_the_host_and_still_gate_the_writes(monkeypatch):
         "range_check_forward", "check_ok_and_forward", "gate of the in-place writes by the device-side checks"], called
 
 
+def _trace_new_structures(monkeypatch):
+    """The names of the kernels whose shapes a new structure's recording asks through ``shapes_of`` (a trace or a
+    trace-cache look-up) from now on; structures start afresh and none compiles."""
+    from jgrad.core import _recorder
+    from jgrad.runtime import _segment
+    traced = []
+    shapes_of = _recorder.shapes_of
+    monkeypatch.setattr(_recorder, "shapes_of", lambda fn, args: (traced.append(fn.__name__), shapes_of(fn, args))[1])
+    monkeypatch.setattr(_segment, "compile_payback", 1e9)
+    _recorder._shape_cache.clear()
+    jg.graphs.segment_cache_clear()
+    return traced
+
+
 @pytest.mark.one_execution_mode
 def test_check_ok_and_shape_form_equals_eval_shape_and_a_failing_check_still_raises(monkeypatch):
     # A new structure's recording reads CHECK_OK_AND's output aval from its shape form, not from a trace of the
     # kernel (eager mode never runs it): the form must give what jax.eval_shape gives, and decline what it cannot.
     import jax
-    from jgrad.core import _dtype, _recorder
-    from jgrad.runtime import _segment, _segment_run
+    from jgrad.core import _dtype
+    from jgrad.runtime import _segment_run
     kernel = _checks.CHECK_OK_AND.kernel((), {})
     with _dtype.x64_scope():
         for dt in (np.int64, np.int32, np.int16):
@@ -216,12 +230,7 @@ def test_check_ok_and_shape_form_equals_eval_shape_and_a_failing_check_still_rai
                        [i64, jax.device_put(np.array([1, 5, 6], np.int64))], [jax.numpy.asarray(1), i64[None]],
                        [jax.device_put(np.ones((), np.float32)), jax.device_put(np.ones(2, np.float32))], [i64]):
             assert _checks._ok_and_shapes(leaves) is None
-    traced = []
-    shapes_of = _recorder.shapes_of
-    monkeypatch.setattr(_recorder, "shapes_of", lambda fn, args: (traced.append(fn.__name__), shapes_of(fn, args))[1])
-    monkeypatch.setattr(_segment, "compile_payback", 1e9)
-    _recorder._shape_cache.clear()
-    jg.graphs.segment_cache_clear()
+    traced = _trace_new_structures(monkeypatch)
     x = _x()
     with jg.execution_mode("auto"):
         w = jg.zeros(4)
@@ -241,8 +250,7 @@ def test_range_and_value_check_shape_forms_equal_eval_shape_and_a_bad_index_stil
     # A new structure's recording reads the range and value checks' flag avals from a shape form (eager mode,
     # checking host values at the op, never traces these kernels): the form must give jax.eval_shape's answer.
     import jax
-    from jgrad.core import _dtype, _recorder
-    from jgrad.runtime import _segment
+    from jgrad.core import _dtype
     with _dtype.x64_scope():
         cases = [(_checks.RANGE_CHECK, dict(low=0, high=5, ignore=None), np.array([[1, 7], [2, 3]], dt))
                  for dt in (np.int64, np.int32, np.int16)]
@@ -256,12 +264,7 @@ def test_range_and_value_check_shape_forms_equal_eval_shape_and_a_bad_index_stil
             assert tree == jax.tree_util.tree_structure(want)
             assert (avals[0].shape, avals[0].dtype, avals[0].weak_type) == (want.shape, want.dtype, want.weak_type)
         assert _checks._flag_shapes([jax.device_put(a), jax.device_put(a)]) is None
-    traced = []
-    shapes_of = _recorder.shapes_of
-    monkeypatch.setattr(_recorder, "shapes_of", lambda fn, args: (traced.append(fn.__name__), shapes_of(fn, args))[1])
-    monkeypatch.setattr(_segment, "compile_payback", 1e9)
-    _recorder._shape_cache.clear()
-    jg.graphs.segment_cache_clear()
+    traced = _trace_new_structures(monkeypatch)
     emb = jg.nn.Embedding(5, 2)
     with jg.execution_mode("auto"):
         for i in (1, 9, 3):
