@@ -234,3 +234,37 @@ def test_register_kl_dispatch():
     assert JD.kl_divergence(p, q).item() == 42.0  # ... until a more specific pair is registered
     with pytest.raises(NotImplementedError):
         JD.kl_divergence(q, JD.Gamma(1.0, 1.0))
+
+
+@pytest.mark.one_execution_mode
+def test_array_generic_constraints_agree_with_pytorch_on_host_device_and_op_by_op():
+    """Validation checks the constraints marked ``array_generic`` with NumPy (host values) or in one kernel
+    (pending values); both must say what PyTorch's check says, as the op-by-op form does."""
+    from jgrad.distributions import utils
+
+    names = ["simplex", "real", "positive", "nonnegative", "boolean", "one_hot", "unit_interval",
+             "nonnegative_integer", "positive_integer"]
+    made = [("integer_interval", (0, 2)), ("integer_interval", (-1, 1)), ("greater_than", (-1.5,)),
+            ("greater_than_eq", (1,)), ("less_than", (3,)), ("interval", (-1.0, 0.5)), ("half_open_interval", (0, 1))]
+    pairs = [(getattr(JD.constraints, n), getattr(TD.constraints, n)) for n in names] + [
+        (getattr(JD.constraints, n)(*a), getattr(TD.constraints, n)(*a)) for n, a in made]
+    values = [np.array([[0.2, 0.3, 0.5], [0.6, 0.1, 0.3]]), np.array([[0.0, 1.0, 0.0], [1.0, 1.0, 0.0]]),
+              np.array([[-1.0, 0.5, 1.5], [2.0, 3.0, np.nan]]), np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0]]),
+              np.array([[0.5, 0.5000001, -1e-9]]), np.array([[1, 2, 0]])]
+    for c, tc in pairs:
+        assert type(c).__dict__.get("array_generic"), c
+        for v in values:
+            want = bool(tc.check(torch.tensor(v)).all())
+            results = []
+            for mode in ("eager", "auto"):  # host values, then pending ones (one kernel, reported at the sync)
+                try:
+                    with jg.execution_mode(mode):
+                        t = jg.tensor(v)
+                        utils.require_constraint(c, t if mode == "eager" else t + 0,
+                                                 lambda now: ValueError(f"invalid ({now})"), "test")
+                        jg.synchronize()
+                    results.append(True)
+                except ValueError:
+                    results.append(False)
+            assert results == [want, want], (c, v, results, want)
+            assert bool(c.check(jg.tensor(v)).all()) == want, (c, v)  # the op-by-op form

@@ -231,6 +231,30 @@ def test_tensor_from_numpy_copies_like_torch_tensor(aligned):
     np.testing.assert_array_equal(jt.numpy(), np.arange(16.0))
 
 
+@pytest.mark.one_execution_mode
+def test_host_arrays_reach_the_device_as_jax_device_put_puts_them(monkeypatch):
+    """``jg.tensor(ndarray)`` goes through JAX's C++ transfer (core._device.put_host): same dtype, placement and
+    values as jax.device_put, for any dtype and layout; a transfer call that disagrees makes it use jax.device_put."""
+    import ml_dtypes
+    from jgrad.core import _device, _dtype
+
+    dev = jax.devices()[0]
+    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([True, False]), np.arange(4, dtype=np.int8),
+              np.arange(3, dtype=np.int64) - 2**40, np.float64(2.5) * np.ones(()), np.ones(3, ml_dtypes.bfloat16),
+              np.arange(10.0).reshape(2, 5)[:, ::2], np.array([1 + 2j], np.complex64), np.zeros((0, 3), np.float16)]
+    for a in arrays:
+        with _dtype.x64_scope():
+            got, want = _device.put_host(a, dev), jax.device_put(a, dev)
+        assert (got.dtype, got.shape, got.committed, got.sharding) == (want.dtype, want.shape, want.committed,
+                                                                      want.sharding)
+        np.testing.assert_array_equal(np.asarray(got), a)
+        np.testing.assert_array_equal(jg.tensor(a).numpy(), a)
+    monkeypatch.setattr(_device, "_batched_put", [lambda *a, **k: jax.numpy.zeros(3), False])
+    np.testing.assert_array_equal(jg.tensor(np.arange(3.0)).numpy(), [0.0, 1.0, 2.0])
+    assert _device._batched_put == [None, True]  # checked once, then the public path
+    np.testing.assert_array_equal(jg.tensor(np.arange(2.0)).numpy(), [0.0, 1.0])
+
+
 @pytest.mark.cpu_only("zero-copy NumPy views need host memory")
 def test_array_protocol_copy_keyword_numpy2():
     # NumPy 2's __array__(dtype, copy): True always copies, False raises ValueError where a copy is needed

@@ -21,6 +21,10 @@ class Constraint:
 
     is_discrete = False
     event_dim = 0
+    # True on a class (not inherited) whose ``check`` reads the same for NumPy, jax and jgrad arrays (operators,
+    # ``abs``, ``.all``/``.sum``): validation then checks host values with NumPy and device values in one kernel
+    # (``utils.require_constraint``).
+    array_generic = False
 
     def check(self, value):
         raise NotImplementedError  # every concrete constraint below defines it (the base is abstract, as PyTorch's)
@@ -98,6 +102,7 @@ class _IndependentConstraint(Constraint):
 
 class _Boolean(Constraint):
     is_discrete = True
+    array_generic = True
 
     def check(self, value):
         return (value == 0) | (value == 1)
@@ -105,6 +110,7 @@ class _Boolean(Constraint):
 
 class _OneHot(Constraint):
     is_discrete = True
+    array_generic = True
     event_dim = 1
 
     def check(self, value):
@@ -113,6 +119,7 @@ class _OneHot(Constraint):
 
 class _IntegerInterval(Constraint):
     is_discrete = True
+    array_generic = True
 
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
@@ -126,6 +133,7 @@ class _IntegerInterval(Constraint):
 
 class _IntegerGreaterThan(Constraint):
     is_discrete = True
+    array_generic = True
 
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
@@ -138,11 +146,13 @@ class _IntegerGreaterThan(Constraint):
 
 
 class _Real(Constraint):
+    array_generic = True
     def check(self, value):
         return value == value  # False only for NaN
 
 
 class _GreaterThan(Constraint):
+    array_generic = True
     def __init__(self, lower_bound):
         self.lower_bound = lower_bound
 
@@ -154,11 +164,13 @@ class _GreaterThan(Constraint):
 
 
 class _GreaterThanEq(_GreaterThan):
+    array_generic = True
     def check(self, value):
         return self.lower_bound <= value
 
 
 class _LessThan(Constraint):
+    array_generic = True
     def __init__(self, upper_bound):
         self.upper_bound = upper_bound
 
@@ -170,6 +182,7 @@ class _LessThan(Constraint):
 
 
 class _Interval(Constraint):
+    array_generic = True
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
 
@@ -181,15 +194,17 @@ class _Interval(Constraint):
 
 
 class _HalfOpenInterval(_Interval):
+    array_generic = True
     def check(self, value):
         return (self.lower_bound <= value) & (value < self.upper_bound)
 
 
 class _Simplex(Constraint):
+    array_generic = True
     event_dim = 1
 
     def check(self, value):
-        return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
+        return (value >= 0).all(-1) & (abs(value.sum(-1) - 1) < 1e-6)
 
 
 class _Square(Constraint):

@@ -13,7 +13,7 @@ import warnings
 
 from ..autograd import no_grad
 from . import constraints
-from .utils import lazy_property, require
+from .utils import lazy_property, require_constraint
 from ..core._tensor import Tensor
 
 __all__ = ["Distribution"]
@@ -56,7 +56,7 @@ class Distribution:
                 if param not in self.__dict__ and isinstance(getattr(type(self), param), lazy_property):
                     continue  # skip checking lazily-constructed args
                 value = getattr(self, param)
-                require(constraint.check(value), lambda now, p=param, v=value, c=constraint: ValueError(
+                require_constraint(constraint, value, lambda now, p=param, v=value, c=constraint: ValueError(
                     f"Expected parameter {p} ({type(v).__name__} of shape {tuple(v.shape)}) of distribution "
                     f"{self!r} to satisfy the constraint {c!r}, but found invalid values" + (f":\n{v}" if now else
                                                                                            " (on the device)")),
@@ -145,7 +145,7 @@ class Distribution:
             if i != 1 and j != 1 and i != j:
                 raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: {actual} vs {expected}.")
         support = self.support
-        require(support.check(value), lambda now: ValueError(
+        require_constraint(support, value, lambda now: ValueError(
             f"Expected value argument ({type(value).__name__} of shape {actual}) to be within the support "
             f"({support!r}) of the distribution {self!r}, but found invalid values" + (f":\n{value}" if now else
                                                                                        " (on the device)")),

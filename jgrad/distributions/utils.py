@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import numbers
 
+import jax.numpy as jnp
+import numpy as np
+
 from ..core import _dtype
 from .. import ops as _ops
 from ..runtime._checks import check_values
+from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
 from ..ops._registry import broadcast_shapes, host_values
 
-__all__ = ["broadcast_all", "probs_to_logits", "logits_to_probs", "clamp_probs", "lazy_property", "require"]
+__all__ = ["broadcast_all", "probs_to_logits", "logits_to_probs", "clamp_probs", "lazy_property", "require",
+           "require_constraint"]
 
 
 def broadcast_all(*values):
@@ -76,3 +81,41 @@ def require(valid, make_error, op):
             raise make_error(True)
         return
     check_values(valid.to(_dtype.int8), "nonzero", lambda _: make_error(False), op)
+
+
+def require_constraint(constraint, value, make_error, op):
+    """``require(constraint.check(value), ...)`` in one step where the constraint allows it.
+
+    A constraint whose ``check`` reads the same on NumPy, jax and jgrad arrays (``array_generic``) and whose
+    parameters are Python numbers is checked with NumPy when ``value`` is in host memory (no kernel: PyTorch's
+    checks cost a few us each there; jgrad's ops are one dispatch each), else by one kernel computing the whole
+    check (``Categorical``'s simplex check was ~7 ops and a cast). Other constraints go op by op."""
+    params = _number_params(constraint)
+    if params is None or not isinstance(value, Tensor):
+        return require(constraint.check(value), make_error, op)
+    host = host_values(value)
+    if host is not None:
+        if not np.all(constraint.check(host)):
+            raise make_error(True)
+        return
+    flag = call(_CONSTRAINT_OK, value.detach(), kind=type(constraint), params=params)
+    check_values(flag, "nonzero", lambda _: make_error(False), op)
+
+
+def _number_params(constraint):
+    """The constraint's parameters as a sorted tuple when it is array-generic and they are all Python numbers."""
+    if not type(constraint).__dict__.get("array_generic", False):  # a subclass may check with tensor methods
+        return None
+    params = tuple(sorted(vars(constraint).items()))
+    if not all(type(v) in (int, float, bool) for _, v in params):
+        return None  # a tensor bound (Uniform(low, high)'s support): op by op
+    return params
+
+
+def _constraint_ok(x, kind, params):
+    c = object.__new__(kind)
+    c.__dict__.update(params)
+    return jnp.all(c.check(x)).astype(jnp.int8)
+
+
+_CONSTRAINT_OK = Op("constraint_ok", _constraint_ok, differentiable=False)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core import _dtype, _factories
 from ..core._device import (MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax,
-                            get_default_device)
+                            get_default_device, put_host as _put_host)
 from ..runtime._dispatch import Op, call_factory
 from ..core._tensor import Tensor
 from ._registry import as_index, check_new_shape, parse_size, tensor_method, type_name
@@ -78,7 +78,7 @@ def _as_array_x64(data, dtype, device, copy):
         _dtype.from_np(arr.dtype)  # unsupported dtypes fail here, clearly
     if copy and isinstance(arr, np.ndarray) and (arr is data or arr.base is not None):
         arr = arr.copy()  # a view of the caller's memory (an ndarray, a buffer, a torch tensor)
-    return jax.device_put(arr, dev._placement)
+    return _put_host(arr, dev._placement)
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
