@@ -268,3 +268,19 @@ def test_array_generic_constraints_agree_with_pytorch_on_host_device_and_op_by_o
                     results.append(False)
             assert results == [want, want], (c, v, results, want)
             assert bool(c.check(jg.tensor(v)).all()) == want, (c, v)  # the op-by-op form
+
+
+@pytest.mark.one_execution_mode
+def test_categorical_log_prob_with_and_without_broadcasting_vs_torch():
+    """One value per distribution gathers directly; other shapes broadcast as PyTorch does. Values and the
+    gradients in the logits agree with PyTorch's either way."""
+    logits = np.log(SIMPLEX)
+    for value in (np.array([2, 0]), np.array([[1, 2], [0, 0], [2, 1]]), np.array(1), np.array([[1], [2]])):
+        outs = []
+        for lib in (jg, torch):
+            p = lib.tensor(logits, requires_grad=True)
+            lp = lib.distributions.Categorical(logits=p).log_prob(lib.tensor(value))
+            (lp * lib.arange(lp.numel()).reshape(lp.shape)).sum().backward()
+            outs.append((np.asarray(lp.detach().numpy()), np.asarray(p.grad.numpy())))
+        np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-6)
+        np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-6, atol=1e-12)

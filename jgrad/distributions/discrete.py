@@ -173,9 +173,12 @@ class Categorical(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         value = value.long().unsqueeze(-1)
-        shape = _ops._registry.broadcast_shapes(tuple(value.shape), tuple(self.logits.shape))
+        logits = self.logits
+        if tuple(value.shape[:-1]) == tuple(logits.shape[:-1]):  # one value per distribution: nothing to broadcast
+            return logits.gather(-1, value).squeeze(-1)  # (PyTorch's graph has an identity ExpandBackward0 more)
+        shape = _ops._registry.broadcast_shapes(tuple(value.shape), tuple(logits.shape))
         value = value.expand(*shape)[..., :1]
-        return self.logits.expand(*shape).gather(-1, value).squeeze(-1)
+        return logits.expand(*shape).gather(-1, value).squeeze(-1)
 
     def entropy(self):
         min_real = _dtype.finfo(self.logits.dtype).min
