@@ -85,6 +85,7 @@ from ._segment_barrier import Barrier, _ArrayImpl
 from ._segment_barrier import _Entry, _compiler, _executables, _external, _listed, _lock, _open, _stats  # noqa: F401
 from ._segment_barrier import check_gate  # noqa: F401 - installed by ``_checks``
 from ._segment_info import SegmentCacheInfo, StructureInfo  # noqa: F401 - re-exported by graphs
+from ._segment_stretch import Stretches
 from .. import streams
 
 _made = Buffer.made
@@ -102,8 +103,9 @@ def _mode_from_env():
     return mode
 
 
-#: The hot-path flag ``_dispatch`` reads: [True] in "auto" mode.
+#: The hot-path flag ``_dispatch`` reads: [True] while ops are recorded ("auto" mode, outside an eager stretch).
 auto = [_mode_from_env() == "auto"]
+_user_auto = [auto[0]]  # the mode the program chose (``get_execution_mode``)
 
 # ---- the knobs: read when a segment records or runs (the barrier reads them here, ``_segment_barrier.knobs``), so
 # setting one on this module acts at once ----------------------------------------------------------------------
@@ -132,6 +134,13 @@ compile_prior = (0.3, 0.02)
 max_spares = 1024
 #: Trie nodes kept before the structure cache starts afresh (shapes that change every step grow it).
 max_structures = 50_000
+
+#: While no structure a program repeats is compiled or due to compile, run it as eager mode does between
+#: recorded windows, crediting the time to those structures (Note [Eager stretches] in ``_segment_stretch``).
+eager_stretches = True
+#: Op-by-op runs a window holds before a stretch may start; the longest stretch, in barrier points.
+min_window = 8
+max_stretch = 256
 
 #: Compiled executables kept: the least recently run is dropped first (its structure compiles again if it
 #: repeats). A loop whose shapes change every step makes a new structure, and an executable, per shape.
@@ -163,14 +172,15 @@ def set_execution_mode(mode: str) -> None:
     """Choose how ops run: ``"auto"`` (tiered: recorded, run at barriers, compiled once hot) or ``"eager"``."""
     if mode not in _MODES:
         raise ValueError(f"execution mode must be 'auto' or 'eager', got {mode!r}.")
+    _stretches.reset()
     if mode == "eager":
         flush_all()
-    auto[0] = mode == "auto"
+    auto[0] = _user_auto[0] = mode == "auto"
 
 
 def get_execution_mode() -> str:
     """The current execution mode, ``"auto"`` or ``"eager"``."""
-    return "auto" if auto[0] else "eager"
+    return "auto" if _user_auto[0] else "eager"
 
 
 class execution_mode:
@@ -224,6 +234,8 @@ def step_boundary() -> None:
     A training loop that never reads a value would otherwise grow one segment up to ``max_steps``,
     cut wherever that falls, so that the cuts rarely repeat and nothing compiles.
     """
+    if _stretches.active:
+        _stretches.point()
     if _open:
         flush_all()
 
@@ -276,6 +288,8 @@ def segment_cache_clear() -> None:
         _executables.clear()
         _listed.clear()
         _dynamic_args.clear()
+        _stretches.reset()
+        auto[0] = _user_auto[0]
         for k in _info._COUNTS:
             setattr(_stats, k, 0)
 
@@ -543,8 +557,23 @@ def _restart_trie():
         seg.node = _Node()  # its structure so far is forgotten: it will not match a cached plan
 
 
+_stretches = Stretches(sys.modules[__name__], auto, _stats, _segment_barrier._worth_compiling,
+                       _compiler.expected_seconds)
+
+
+def _after_run(entry, compiled, seconds):
+    _stretches.after_run(entry, compiled, seconds, bool(_open) or bool(streams.active_captures))
+
+
+def _on_host_read(what, _tensor):
+    if _stretches.active:
+        _stretches.point()
+
+
 def _install():
     _segment_barrier.knobs = sys.modules[__name__]  # the barrier reads the knobs where programs set them: here
+    _segment_barrier.after_run[0] = _after_run
+    streams._sync_hooks.append(_on_host_read)  # a host read is a barrier point of an eager stretch
     streams._barrier[0] = _barrier
     # A compile thread still inside XLA when the interpreter exits can crash it: let it finish (the compiles
     # still queued are dropped: the program that wanted them has ended).

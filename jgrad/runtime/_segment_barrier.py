@@ -74,6 +74,9 @@ _open: dict = {}   # device -> its pending Segment
 #: failed and was not reported yet, or None (a segment's in-place writes by that thread are chosen by it);
 #: () -> whether any thread has checks pending].
 check_gate = [None, None]
+#: Installed by ``_segment``: (entry, ran compiled, seconds of an op-by-op run) after each run (Note [Eager
+#: stretches] in ``_segment_stretch``).
+after_run = [lambda entry, compiled, seconds: None]
 _external = IdWeakMap()  # arrays sharing memory another library may write (``_segment.mark_external``)
 
 _stats = SegmentCacheInfo()
@@ -249,10 +252,13 @@ class Barrier:
             self._start_compile(entry, live, donate, inputs)
             exe, mask = entry.pick(donate)
         if exe is not None and self._run_compiled(entry, exe, mask, inputs, live, state):
+            after_run[0](entry, True, 0.0)
             return
         if spares:  # op by op: the gradients let go of are freed now, before the new ones are made (peak memory)
             self.spares = spares = inputs = None
+        before = entry.interp_seconds
         self._run_op_by_op(entry, out_idx, live, state)
+        after_run[0](entry, False, entry.interp_seconds - before)
 
     def _entry(self, plan_key):
         """The structure of this run (its trie node and ``plan_key``: live outputs, recycled arrays), new or seen."""

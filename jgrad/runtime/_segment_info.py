@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 _COUNTS = ("segments", "ops", "structures", "interpreted", "compiled_runs", "donated_runs", "copied_runs",
-           "call_seconds", "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back")
+           "call_seconds", "compiles", "compile_seconds", "compile_failures", "evicted", "rolled_back",
+           "eager_stretches", "stretch_points")
 
 
 class StructureInfo(NamedTuple):

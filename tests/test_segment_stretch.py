@@ -1,0 +1,125 @@
+"""Eager stretches (Note [Eager stretches] in jgrad/runtime/_segment_stretch.py): while no repeated structure is due to
+compile, "auto" mode runs the program as eager mode does between recorded windows, and credits that time to the
+structures, which still compile once it pays.
+
+Values are compared with eager mode's (no structure compiles in the first tests, so every kernel is eager mode's
+own and the results are equal bit for bit) and with NumPy.
+"""
+import numpy as np
+import pytest
+
+import jgrad as jg
+from jgrad import nn
+from jgrad.runtime import _segment
+
+pytestmark = pytest.mark.one_execution_mode  # each test sets the mode it needs
+
+
+def _trainer():
+    """One step of an MLP regression with SGD and a host read: one segment a step in "auto" mode."""
+    jg.manual_seed(0)
+    rng = np.random.RandomState(0)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = jg.optim.SGD(model.parameters(), lr=0.05)
+    x = jg.tensor(rng.normal(size=(16, 3)).astype(np.float32))
+    y = jg.tensor(rng.normal(size=(16, 1)).astype(np.float32))
+
+    def step():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step, model
+
+
+def _train(steps, seen_modes=None):
+    step, model = _trainer()
+    losses = []
+    for _ in range(steps):
+        losses.append(step())
+        if seen_modes is not None:
+            seen_modes.add(jg.get_execution_mode())
+    return losses, [p.detach().numpy() for p in model.parameters()]
+
+
+@pytest.fixture
+def far_compiles(monkeypatch):
+    """Compiles expected to cost an hour: nothing becomes due in a test, so every run is eager mode's."""
+    monkeypatch.setattr(_segment, "compile_prior", (3600.0, 0.0))
+    jg.graphs.segment_cache_clear()
+    yield
+    jg.set_execution_mode("eager")
+    jg.graphs.segment_cache_clear()
+
+
+def test_a_repeating_loop_runs_eagerly_between_windows_with_eager_modes_values(far_compiles):
+    want, want_params = _train(60)
+    modes = set()
+    with jg.execution_mode("auto"):
+        got, got_params = _train(60, modes)
+        info = jg.graphs.segment_cache_info()
+    assert modes == {"auto"}  # the program's mode stays "auto" during a stretch
+    assert got == want  # eager kernels in a stretch, eager mode's kernels op by op: the same bits
+    for a, b in zip(got_params, want_params):
+        np.testing.assert_array_equal(a, b)
+    assert info.eager_stretches >= 2 and info.stretch_points > 0
+    assert info.segments < 60 - 10  # most steps ran in stretches, not recorded
+    assert info.compiles == 0
+
+
+def test_switching_modes_or_clearing_the_cache_ends_a_stretch(far_compiles):
+    jg.set_execution_mode("auto")
+    step, _ = _trainer()
+    for _ in range(60):
+        step()
+        if _segment._stretches.active:
+            break
+    assert _segment._stretches.active and not _segment.auto[0]
+    jg.set_execution_mode("eager")
+    assert jg.get_execution_mode() == "eager" and not _segment._stretches.active and not _segment.auto[0]
+    jg.set_execution_mode("auto")
+    assert _segment.auto[0]
+    _train(30)
+    jg.graphs.segment_cache_clear()
+    assert _segment.auto[0] and not _segment._stretches.active
+    before = jg.graphs.segment_cache_info().segments
+    (jg.ones(2) * 3).sum().item()
+    assert jg.graphs.segment_cache_info().segments == before + 1  # recorded again
+
+
+@pytest.mark.parametrize("knob", ["eager_stretches", "background_compile", "compile_payback"])
+def test_no_stretch_when_turned_off_or_when_compiles_come_at_once(far_compiles, monkeypatch, knob):
+    monkeypatch.setattr(_segment, knob, 0 if knob == "compile_payback" else False)
+    with jg.execution_mode("auto"):
+        _train(30)
+        info = jg.graphs.segment_cache_info()
+    assert info.eager_stretches == 0 and info.segments == 30
+
+
+def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch):
+    """The ski-rental rule holds across stretches: the step compiles once its runs, recorded or not, have cost its
+    expected compile, and from then on runs compiled (no stretch over a compiled structure)."""
+    monkeypatch.setattr(_segment, "compile_prior", (0.05, 0.0))
+    monkeypatch.setattr(_segment._compiler, "ops", 0)  # (compiles measured by earlier tests: not this prior's)
+    jg.graphs.segment_cache_clear()
+    try:
+        with jg.execution_mode("auto"):
+            for _ in range(100):
+                _train(20)
+                if jg.graphs.segment_cache_info().compiles:
+                    break
+            info = jg.graphs.segment_cache_info()
+            assert info.compiles >= 1 and info.eager_stretches >= 1
+            _segment.wait_compiles()
+            _train(5)  # the structure compiled meanwhile: a recorded window finds it
+            before = jg.graphs.segment_cache_info()
+            losses, _ = _train(10)
+            after = jg.graphs.segment_cache_info()
+        assert after.compiled_runs - before.compiled_runs >= 8
+        assert after.eager_stretches == before.eager_stretches
+        want, _ = _train(10)
+        np.testing.assert_allclose(losses, want, rtol=1e-5)
+    finally:
+        jg.set_execution_mode("eager")
+        jg.graphs.segment_cache_clear()
