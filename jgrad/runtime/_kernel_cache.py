@@ -183,25 +183,26 @@ class Kernel:
 
     def _call_tree(self, args):
         key = _tree_key(args)  # where the Nones sit is part of it, as for jax.jit
-        if key is not None:
-            st = self._shapes.get(key)
-            if st is _COMPILED:
-                return self.jit(*args)
-            leaves = jax.tree_util.tree_leaves(args)
-        else:  # nested containers: the treedef and the leaves
-            leaves, treedef = jax.tree_util.tree_flatten(args)
-            key = (treedef, *[a.aval if type(a) is _Array else type(a) for a in leaves])
-            st = self._shapes.get(key)
+        st = self._shapes.get(key)
+        if st is _COMPILED:
+            return self.jit(*args)
+        leaves, treedef = jax.tree_util.tree_flatten(args)
         for a in leaves:
             t = type(a)
             if t is not _Array and t not in _SCALARS:
                 return self.jit(*args)
-        if st is _COMPILED or _tracing():
+        if _tracing():
             return self.jit(*args)
+        if not _flat_tree(args):  # nested containers: keyed by the treedef and the leaves
+            key = (treedef, *[a.aval if type(a) is _Array else type(a) for a in leaves])
+            st = self._shapes.get(key)
+            if st is _COMPILED:
+                return self.jit(*args)
         return self._new_shape(key, st, args, leaves)
 
     def _jit_call(self, args):
-        return self.jit(*self._as_called(args))
+        held = None if self.tree else _scalar_arrays(args)
+        return self.jit(*(held or args))
 
     def _as_called(self, args):
         """What jax.jit gets for these concrete arguments: Python scalars as cached 0-d arrays (Note [Kernel calls]).
@@ -364,31 +365,30 @@ atexit.register(_at_exit)
 
 
 def _tree_key(args):
-    """A tree kernel's key when each argument is a leaf or a flat tuple of leaves (a backward kernel's saved values,
-    outputs and grads): avals, scalar types and None's type, nested as the arguments are; None otherwise."""
+    """A tree kernel's key without ``tree_flatten``: each argument's leaves' avals or types, then an end mark for a
+    tuple's or a leaf's. Unchecked: the key of a nested container or a tracer is never stored (``_flat_tree``)."""
     key = []
     for g in args:
-        t = type(g)
-        if t is tuple:
-            sub = []
+        if type(g) is tuple:  # a backward kernel's saved values, outputs, grads
             for a in g:
-                u = type(a)
-                if u is _Array:
-                    sub.append(a.aval)
-                elif u in _TREE_LEAVES:
-                    sub.append(u)
-                else:
-                    return None
-            key.append(tuple(sub))
-        elif t is _Array:
-            key.append(g.aval)
-        elif t in _TREE_LEAVES:
-            key.append(t)
+                key.append(a.aval if type(a) is _Array else type(a))
+            key.append(_END)
         else:
-            return None
+            key.append(g.aval if type(g) is _Array else type(g))
+            key.append(_LEAF)
     return tuple(key)
 
 
+def _flat_tree(args):
+    """Whether each argument is a leaf or a flat tuple of leaves: ``_tree_key`` then names its structure."""
+    for g in args:
+        for a in (g if type(g) is tuple else (g,)):
+            if type(a) is not _Array and type(a) not in _TREE_LEAVES:
+                return False
+    return True
+
+
+_END, _LEAF = object(), object()
 _TREE_LEAVES = (int, float, bool, type(None))
 #: Python scalar type -> the dtype and weak type jax.jit gives it with 64-bit types on.
 _SCALAR_AVALS = {int: (np.dtype(np.int64), True), float: (np.dtype(np.float64), True), bool: (np.dtype(bool), False)}
