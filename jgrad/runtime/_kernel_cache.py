@@ -390,8 +390,6 @@ def _flat_tree(args):
 
 _END, _LEAF = object(), object()
 _TREE_LEAVES = (int, float, bool, type(None))
-#: Python scalar type -> the dtype and weak type jax.jit gives it with 64-bit types on.
-_SCALAR_AVALS = {int: (np.dtype(np.int64), True), float: (np.dtype(np.float64), True), bool: (np.dtype(bool), False)}
 _scalar_cache: dict = {}  # (type, value or its bits, device) -> a 0-d uncommitted array holding it
 
 
@@ -418,17 +416,17 @@ def _scalar_arrays(args):
             k = (t, a, dev) if t is not float or (a != 0.0 and a == a) else (t, _struct.pack("<d", a), dev)
             a = _scalar_cache.get(k)
             if a is None:
-                a = _scalar_array(args[len(out)], t, dev, k)
+                a = _scalar_array(args[len(out)], dev, k)
                 if a is None:
                     return None
         out.append(a)
     return out
 
 
-def _scalar_array(a, t, dev, k):
-    dtype, weak = _SCALAR_AVALS[t]
+def _scalar_array(a, dev, k):
     try:
-        x = np.asarray(a, dtype)
+        aval = _jax_core.typeof(a)  # jax's own: int64 and float64 weakly typed, bool strong (64-bit types on)
+        x = np.asarray(a, aval.dtype)
     except OverflowError:  # an int past int64: jax.jit raises its own error for it
         return None
     if len(_scalar_cache) >= 1024:  # values that change every call (a schedule's) stay bounded
@@ -436,8 +434,7 @@ def _scalar_array(a, t, dev, k):
     sh = _shardings.get(dev)
     if sh is None:
         sh = _shardings[dev] = jax.sharding.SingleDeviceSharding(dev)
-    s = _scalar_cache[k] = _put(_jax_core.ShapedArray((), dtype, weak_type=weak), sh, [x], [dev], False,
-                                enable_x64=True)
+    s = _scalar_cache[k] = _put(aval, sh, [x], [dev], False, enable_x64=True)
     return s
 
 
@@ -516,7 +513,7 @@ _shardings: dict = {}
 try:  # the C++ call under jax.device_put (9 us where jax.device_put costs ~180 us on a 2-core CPU)
     from jax._src.lib import xla_client as _xc
     _put = _xc.batched_device_put
-    _scalars_held = _X64_STATE is not None and _Array is not None and _jax_core is not None
+    _scalars_held = _X64_STATE is not None and _Array is not None and hasattr(_jax_core, "typeof")
 except (ImportError, AttributeError):  # pragma: no cover - another jax layout
     _scalars_held = False  # (jax.device_put would not keep a scalar's weak type)
 
