@@ -237,6 +237,7 @@ def _bits_equal(got, ref):
     g, r = np.asarray(got), np.asarray(ref)
     assert g.dtype == r.dtype and g.shape == r.shape
     assert got.aval.weak_type == ref.aval.weak_type and got.committed == ref.committed
+    assert got.devices() == ref.devices()
     assert g.tobytes() == r.tobytes(), (g, r)  # every bit: signed zeros, NaN payloads
 
 
@@ -265,6 +266,15 @@ def test_compiled_calls_key_on_avals_and_pass_scalars_as_jax_jit_would(knobs):
                     for got, want in zip(k(a, s), ref(a, s)):
                         _bits_equal(got, want)
             assert k._cache_size() == len({(a.aval, type(s)) for a in arrays for s in scalars})
+        devs = jax.devices()
+        if len(devs) > 1:  # placement: an array committed to another device; an uncommitted one while the default
+            # device is another (the cached scalar sits on the first array's device; jax.jit moves it where it runs)
+            other = jax.device_put(np.arange(5, dtype=np.float32), devs[1])
+            for got, want in zip(k(other, 2.5), ref(other, 2.5)):
+                _bits_equal(got, want)
+            with jax.default_device(devs[1]):
+                for got, want in zip(k(arrays[0], -0.0), ref(arrays[0], -0.0)):
+                    _bits_equal(got, want)
         with pytest.raises(OverflowError):
             ref(arrays[0], 2 ** 70)
         with pytest.raises(OverflowError):
