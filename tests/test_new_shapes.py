@@ -168,7 +168,7 @@ def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
     runs compiled from then on; random bits, float16 and a bound of 0 compile at once."""
     _kernel_cache.compile_payback, _kernel_cache.compile_after, _kernel_cache.background_compile = 1e9, 2, False
     x = jg.tensor(np.arange(59, dtype=np.float32))
-    sig = ((59,), np.dtype("float32"), float)
+    sig = (x._data.aval, float)  # the kernel's key: the array's aval, the scalar's type (Note [Kernel calls])
     promoted = _kernel_cache.stats["promoted"]
     first = x * 3.0  # interpreted
     kern = [k for k in _kernel_of("MulBackward0") if sig in k._shapes]
@@ -231,3 +231,65 @@ def test_exit_lets_the_running_background_compile_finish_and_drops_the_queued(kn
     assert finished == ["running"] and _kernel_cache._worker[0] is None and not _kernel_cache._jobs
     _kernel_cache._measured[:] = measured
     _kernel_cache.stats.update(stats)
+
+
+def _bits_equal(got, ref):
+    g, r = np.asarray(got), np.asarray(ref)
+    assert g.dtype == r.dtype and g.shape == r.shape
+    assert got.aval.weak_type == ref.aval.weak_type and got.committed == ref.committed
+    assert got.devices() == ref.devices()
+    assert g.tobytes() == r.tobytes(), (g, r)  # every bit: signed zeros, NaN payloads
+
+
+def test_compiled_calls_key_on_avals_and_pass_scalars_as_jax_jit_would(knobs):
+    """Past its first call a kernel is keyed by its arrays' avals and passes Python scalars as cached 0-d arrays
+    (Note [Kernel calls]): every call, at a new shape, dtype, weak type or scalar value, gives jax.jit's own result
+    for the raw arguments, bit for bit, with its dtype, weak type and placement; a shape keeps one executable."""
+    from jgrad.core._dtype import x64_scope
+
+    with x64_scope():  # as every jgrad kernel runs
+        strong = jnp.asarray(np.linspace(-2, 2, 5))
+        weak = jax.jit(lambda v: jnp.broadcast_to(v, (5,)))(1.5)  # float64[5], weakly typed
+        arrays = [jnp.asarray(np.arange(5, dtype=np.float32)), jnp.asarray(np.arange(3, dtype=np.float32)),
+                  jnp.asarray(np.arange(5, dtype=np.int32)), strong, weak]
+        every = [3, -2 ** 62, True, 2.5, 0.0, -0.0, float("nan"), -float("inf"), 1e300]
+        # every shape compiled at its first call (a scalar output too); then interpreted first, compiled when hot (its
+        # 3rd call), where a strong and a weak float64[5] must not share an interpretation (its output's weak type)
+        for interpret, scalars, fn in ((0, every, lambda a, s: (a * s, s)),
+                                       (1 << 18, [2.5, -0.0, float("nan")], lambda a, s: (a * s,))):
+            _kernel_cache.interpret_max_elements = interpret
+            _kernel_cache.compile_payback, _kernel_cache.compile_after = 1e9, 3
+            _kernel_cache.background_compile = False
+            k, ref = _kernel_cache.Kernel(fn), jax.jit(lambda a, s, fn=fn: fn(a, s))  # (jax.jit caches by function)
+            for s in scalars * 3:
+                for a in arrays:
+                    for got, want in zip(k(a, s), ref(a, s)):
+                        _bits_equal(got, want)
+            assert k._cache_size() == len({(a.aval, type(s)) for a in arrays for s in scalars})
+        devs = jax.devices()
+        if len(devs) > 1:  # placement: an array committed to another device; an uncommitted one while the default
+            # device is another (the cached scalar sits on the first array's device; jax.jit moves it where it runs)
+            other = jax.device_put(np.arange(5, dtype=np.float32), devs[1])
+            for got, want in zip(k(other, 2.5), ref(other, 2.5)):
+                _bits_equal(got, want)
+            with jax.default_device(devs[1]):
+                for got, want in zip(k(arrays[0], -0.0), ref(arrays[0], -0.0)):
+                    _bits_equal(got, want)
+        with pytest.raises(OverflowError):
+            ref(arrays[0], 2 ** 70)
+        with pytest.raises(OverflowError):
+            k(arrays[0], 2 ** 70)
+        # a tree kernel (a backward's saved values, outputs, grads) keyed without tree_flatten: a new structure, a
+        # new weak type or a nested container still gives jax.jit's result
+        _kernel_cache.interpret_max_elements = 1 << 18
+        _kernel_cache.compile_after = 1e9
+        def body(saved, g):
+            return tuple(None if x is None else x * g[0] for x in saved)
+
+        tree, tref = _kernel_cache.Kernel(body, tree=True), jax.jit(lambda saved, g: body(saved, g))
+        for saved, g in [((strong, None), (strong,)), ((None, strong), (strong,)), ((strong, None), (weak,)),
+                         ((weak, strong), (strong,)), ([strong, None], (strong,)), ((strong, None), (strong,))]:
+            for got, want in zip(tree(saved, g), tref(saved, g)):
+                assert (got is None) == (want is None)
+                if got is not None:
+                    _bits_equal(got, want)

@@ -41,18 +41,34 @@ programs] in ``_kernel_interp``: no float sums or dots, no multiply feeding an a
 rounding; no transcendentals, whose bits XLA's own kernels change with the length), so a value never depends
 on whether its shape had
 compiled yet; ``interpret_inexact = True`` also interprets the rest with NumPy, at last-bit differences.
+
+Note [Kernel calls]
+~~~~~~~~~~~~~~~~~~~
+Every eager op and backward node calls a ``Kernel``; once its shape has compiled, the call is jax.jit's C++ dispatch
+(the floor, ~8-15 us on the 2-core CPU) plus what ``Kernel.__call__`` adds before it. Two things keep that small:
+- The shape key is each array's ``aval`` (JAX interns them: one attribute read, hashed and compared by identity) or
+  each Python scalar's type, built without a loop for one or two arguments; a backward kernel's arguments, flat
+  tuples of leaves, are keyed without ``tree_flatten``. Anything else (tracers, NumPy arrays, nested containers)
+  takes the slower path with its old checks.
+- jax.jit turns a Python scalar argument into a device array at every call (~6 us). Inside jgrad's x64 scope, with
+  no JAX trace active and an array argument on one device, a kernel passes each scalar instead as a cached 0-d
+  uncommitted array on that device with the aval jax.jit gives the scalar (int64 and float64 weakly typed, bool
+  strong): the same trace, the same program, the same placement (an uncommitted input goes where the call runs) and
+  the same bits. Its calls, background compiles and traces all pass them so (``_jit_call``), so a shape compiles
+  one executable. Floats are keyed by value, zeros and NaNs by their bits; the cache holds at most 1024 values.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import struct as _struct
 import threading
 import time
 
 import jax
 import numpy as np
 
-from ..core._dtype import x64_scope
+from ..core._dtype import _X64_STATE, x64_scope
 from . import _kernel_interp
 
 try:
@@ -68,6 +84,8 @@ try:
         not evaluated on the side."""
         return type(_jax_core.trace_ctx.trace) is not _jax_core.EvalTrace
 except (ImportError, AttributeError):  # pragma: no cover - another jax layout: never interpret under a trace test
+    _jax_core = None
+
     def _tracing():
         return False
 
@@ -134,28 +152,66 @@ class Kernel:
         self.__name__ = self.__qualname__ = getattr(fn, "__name__", "kernel")
 
     def __call__(self, *args):
-        if self.tree:  # where the Nones sit is part of the signature, as for jax.jit
-            leaves, treedef = jax.tree_util.tree_flatten(args)
-            sig = [treedef]
+        # The per-op hot path (Note [Kernel calls]): the key is each array's aval (one attribute, interned by JAX, so
+        # hashed and compared by identity) or each scalar's type, built without a loop for one and two arguments.
+        if self.tree:
+            return self._call_tree(args)
+        n = len(args)
+        if n == 2:
+            a, b = args
+            ta, tb = type(a), type(b)
+            key = (a.aval if ta is _Array else ta, b.aval if tb is _Array else tb)
+            plain = ta is _Array and tb is _Array
+        elif n == 1:
+            a = args[0]
+            ta = type(a)
+            key = a.aval if ta is _Array else ta
+            plain = ta is _Array
         else:
-            leaves, sig = args, []
+            key = tuple([a.aval if type(a) is _Array else type(a) for a in args])
+            plain = False
+        st = self._shapes.get(key)
+        if st is _COMPILED:
+            return self.jit(*args) if plain else self._jit_call(args)
+        for a in args:
+            t = type(a)
+            if t is not _Array and t not in _SCALARS:  # a tracer, a NumPy array...: jax.jit's own path (and errors)
+                return self.jit(*args)
+        if _tracing():  # under a JAX trace a call on concrete arrays is staged into it
+            return self.jit(*args)
+        return self._new_shape(key, st, args, args)
+
+    def _call_tree(self, args):
+        key = _tree_key(args)  # where the Nones sit is part of it, as for jax.jit
+        st = self._shapes.get(key)
+        if st is _COMPILED:
+            return self.jit(*args)
+        leaves, treedef = jax.tree_util.tree_flatten(args)
         for a in leaves:
             t = type(a)
-            if t is _Array:
-                sig.append(a.shape)
-                sig.append(a.dtype)
-            elif t in _SCALARS:
-                sig.append(t)
-            else:  # a tracer, a NumPy array, a captured buffer: jax.jit's own path (and its errors)
+            if t is not _Array and t not in _SCALARS:
                 return self.jit(*args)
-        st = self._shapes.get(tuple(sig), None)
-        if st is _COMPILED or _tracing():  # under a JAX trace a call on concrete arrays is staged into it
+        if _tracing():
             return self.jit(*args)
-        return self._new_shape(tuple(sig), st, args, leaves)
+        if not _flat_tree(args):  # nested containers: keyed by the treedef and the leaves
+            key = (treedef, *[a.aval if type(a) is _Array else type(a) for a in leaves])
+            st = self._shapes.get(key)
+            if st is _COMPILED:
+                return self.jit(*args)
+        return self._new_shape(key, st, args, leaves)
+
+    def _jit_call(self, args):
+        held = None if self.tree else _scalar_arrays(args)
+        return self.jit(*(held or args))
+
+    def _as_called(self, args):
+        """What jax.jit gets for these concrete arguments: Python scalars as cached 0-d arrays (Note [Kernel calls]).
+        Every call, background compile and trace of a new shape passes them so: a shape has one executable."""
+        return args if self.tree else (_scalar_arrays(args) or args)
 
     def _new_shape(self, sig, st, args, leaves):
         if st is _FRESH:  # compiled in the background: this call puts the executable in the jax.jit's cache
-            out = self.jit(*args)
+            out = self._jit_call(args)
             self._shapes[sig] = _COMPILED
             _count_compile()
             return out
@@ -163,9 +219,9 @@ class Kernel:
             st = self._plan(sig, args, leaves)
             if st is _COMPILED:
                 stats["compiled_new"] += 1
-                return self.jit(*args)
+                return self._jit_call(args)
         elif not _eligible(leaves):
-            return self.jit(*args)
+            return self._jit_call(args)
         st.calls += 1
         if not st.queued:
             expected = _measured[1] / _measured[0] if _measured[0] else compile_prior
@@ -173,13 +229,13 @@ class Kernel:
                 st.queued = True
                 if not background_compile:
                     return self._promote(sig, args)
-                _submit(self, sig, args)
+                _submit(self, sig, self._as_called(args))
         t0 = time.perf_counter()
         try:
             out = _run(st, leaves)
         except Exception:  # noqa: BLE001 - anything the NumPy evaluation cannot do: compile, as before
             self._shapes[sig] = _COMPILED
-            return self.jit(*args)
+            return self._jit_call(args)
         st.spent += time.perf_counter() - t0
         stats["interpreted"] += 1
         if _verify:
@@ -192,7 +248,7 @@ class Kernel:
         st = _COMPILED
         if interpret_max_elements > 0 and _Array is not None and _eligible(leaves):
             try:
-                traced = self.jit.trace(*args)
+                traced = self.jit.trace(*self._as_called(args))
             except Exception:  # noqa: BLE001 - the call raises the same error through jax.jit below
                 traced = None
             prog = _interpretable(traced, len(leaves)) if traced is not None else None
@@ -204,7 +260,7 @@ class Kernel:
     def _promote(self, sig, args):
         """A shape that proved hot compiles now (``background_compile = False``)."""
         t0 = time.perf_counter()
-        out = self.jit(*args)
+        out = self._jit_call(args)
         _compiled(self, sig, time.perf_counter() - t0)
         return out
 
@@ -226,7 +282,7 @@ _verify = os.environ.get("JGRAD_VERIFY_INTERPRETED", "") == "1"
 
 def _compare(kernel, args, out):
     with jax.ensure_compile_time_eval():  # inside a segment's trace too: the kernel's own concrete result
-        ref = kernel.jit(*args)
+        ref = kernel._jit_call(args)
     for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref)):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape or a.dtype != b.dtype or not _same(a, b):
@@ -308,6 +364,80 @@ def _at_exit():
 atexit.register(_at_exit)
 
 
+def _tree_key(args):
+    """A tree kernel's key without ``tree_flatten``: each argument's leaves' avals or types, then an end mark for a
+    tuple's or a leaf's. Unchecked: the key of a nested container or a tracer is never stored (``_flat_tree``)."""
+    key = []
+    for g in args:
+        if type(g) is tuple:  # a backward kernel's saved values, outputs, grads
+            for a in g:
+                key.append(a.aval if type(a) is _Array else type(a))
+            key.append(_END)
+        else:
+            key.append(g.aval if type(g) is _Array else type(g))
+            key.append(_LEAF)
+    return tuple(key)
+
+
+def _flat_tree(args):
+    """Whether each argument is a leaf or a flat tuple of leaves: ``_tree_key`` then names its structure."""
+    for g in args:
+        for a in (g if type(g) is tuple else (g,)):
+            if type(a) is not _Array and type(a) not in _TREE_LEAVES:
+                return False
+    return True
+
+
+_END, _LEAF = object(), object()
+_TREE_LEAVES = (int, float, bool, type(None))
+_scalar_cache: dict = {}  # (type, value or its bits, device) -> a 0-d uncommitted array holding it
+
+
+def _scalar_arrays(args):
+    """``args`` with each Python scalar as the cached 0-d array jax.jit would make of it (Note [Kernel calls]), or
+    None: no scalar, no array to place them by, 64-bit types off, a JAX trace active, or a value without one."""
+    dev = scalars = None
+    for a in args:
+        t = type(a)
+        if t is _Array:
+            if dev is None:  # the first array's device, when it has one: the scalars go there (uncommitted)
+                dev = getattr(a._sharding, "_device", False)
+        elif t in _SCALARS:
+            scalars = True
+        else:
+            return None
+    if not scalars or dev is None or dev is False or not _scalars_held or not _X64_STATE.value or _tracing():
+        return None
+    out = []
+    for a in args:
+        t = type(a)
+        if t is not _Array:
+            # -0.0 == 0.0 and a NaN equals nothing: a float zero or NaN is keyed by its bits
+            k = (t, a, dev) if t is not float or (a != 0.0 and a == a) else (t, _struct.pack("<d", a), dev)
+            a = _scalar_cache.get(k)
+            if a is None:
+                a = _scalar_array(args[len(out)], dev, k)
+                if a is None:
+                    return None
+        out.append(a)
+    return out
+
+
+def _scalar_array(a, dev, k):
+    try:
+        aval = _jax_core.typeof(a)  # jax's own: int64 and float64 weakly typed, bool strong (64-bit types on)
+        x = np.asarray(a, aval.dtype)
+    except OverflowError:  # an int past int64: jax.jit raises its own error for it
+        return None
+    if len(_scalar_cache) >= 1024:  # values that change every call (a schedule's) stay bounded
+        _scalar_cache.clear()
+    sh = _shardings.get(dev)
+    if sh is None:
+        sh = _shardings[dev] = jax.sharding.SingleDeviceSharding(dev)
+    s = _scalar_cache[k] = _put(aval, sh, [x], [dev], False, enable_x64=True)
+    return s
+
+
 def _eligible(leaves) -> bool:
     n, device = 0, None
     for a in leaves:
@@ -383,7 +513,10 @@ _shardings: dict = {}
 try:  # the C++ call under jax.device_put (9 us where jax.device_put costs ~180 us on a 2-core CPU)
     from jax._src.lib import xla_client as _xc
     _put = _xc.batched_device_put
+    _scalars_held = _X64_STATE is not None and _Array is not None and hasattr(_jax_core, "typeof")
 except (ImportError, AttributeError):  # pragma: no cover - another jax layout
+    _scalars_held = False  # (jax.device_put would not keep a scalar's weak type)
+
     def _put(aval, sharding, xs, devices, committed, enable_x64=None):
         return jax.device_put(xs[0], sharding if committed else None)
 
