@@ -77,7 +77,8 @@ def _run(lib, name, steps, auto=None):
     compiled = None
     if auto:
         end, half = jg.graphs.segment_cache_info(), info.get("half", info.get("start"))
-        compiled = (end.compiled_runs - half.compiled_runs, end.segments - half.segments)
+        compiled = (end.compiled_runs - half.compiled_runs, end.segments - half.segments,
+                    end.stretch_points - half.stretch_points)
     return per[len(per) // 2:], total, compiled
 
 
@@ -116,8 +117,9 @@ def bench(name, steps, repeat):
     for label, (per, totals) in rows.items():
         note = f"whole run {sorted(totals)[len(totals) // 2]:.2f} s"
         if label in fractions:
-            c, s = fractions[label]
-            note += f"; 2nd half: {c} of {s} segments compiled"
+            c, s, p = fractions[label]
+            note += f"; 2nd half: {c} of {s} segments compiled" + (f", {p} barrier points in eager stretches"
+                                                                     if p else "")
         results.append(common.Result(label, per, note=note))
     return results, {label: sorted(t)[len(t) // 2] for label, (_, t) in rows.items()}, fractions
 
