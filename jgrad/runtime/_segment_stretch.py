@@ -97,6 +97,10 @@ class Stretches:
         self.stats.eager_stretches += 1
         self.recording[0] = False
 
+    def abandon(self):
+        """End the stretch under way without crediting it (the program switched modes); the window stays."""
+        self.credit, self.remaining, self.active = (), 0, False
+
     def point(self):
         """A barrier point (a host read, an optimizer step's end) passed during a stretch."""
         self.stats.stretch_points += 1
