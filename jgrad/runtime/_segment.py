@@ -172,7 +172,7 @@ def set_execution_mode(mode: str) -> None:
     """Choose how ops run: ``"auto"`` (tiered: recorded, run at barriers, compiled once hot) or ``"eager"``."""
     if mode not in _MODES:
         raise ValueError(f"execution mode must be 'auto' or 'eager', got {mode!r}.")
-    _stretches.abandon()  # (a transform's trace switches to eager mode and back: what the window learnt stays)
+    _stretches.abandon()
     if mode == "eager":
         flush_all()
     auto[0] = _user_auto[0] = mode == "auto"

@@ -20,8 +20,9 @@ before; stretches resume only while it is not compiled. So a short run costs eag
 and a long one compiles what pays back, as before, a little later (the eager stretch costs less than the
 op-by-op runs it stands for).
 
-Stretch lengths double (from 2 barrier points up to ``max_stretch``) and never run past the point where the
-first of the window's structures would be due, estimated from the window's time per barrier.
+Stretch lengths double (from 2 barrier points up to ``max_stretch``) and end before the first of the window's
+structures would be due, estimated from the window's time per run. Switching modes (a ``jgrad.func`` trace switches
+to eager mode and back) ends a stretch uncredited and starts a new window.
 
 Imports nothing of jgrad; ``_segment`` installs it (the barrier calls ``after_run``; ``step_boundary`` and the
 host-sync hook call ``point``) and gives it the knobs and the recording flag.
@@ -42,14 +43,14 @@ class Stretches:
         self.reset()
 
     def reset(self):
-        """Forget the window and end any stretch without crediting it (a change of mode, a cleared cache)."""
+        """Forget everything and end any stretch without crediting it (the structure cache was cleared)."""
         self.window = []          # the latest (entry, seconds of its op-by-op run, clock at its start)
         self.length = 2           # the next stretch's length in barrier points
         self.active = False       # a stretch is under way (recording is off)
         self.remaining = 0        # its barrier points left
         self.started = 0.0
         self.credit = ()          # (entry, seconds credited per second of stretch)
-        self.known = set()        # ids of the structures stretches stood for (the program's repeating ones)
+        self.known = set()        # the structures stretches stood for (the program's repeating ones)
 
     def after_run(self, entry, compiled, seconds, others_pending):
         """A barrier ran ``entry`` (compiled or op by op, in ``seconds``): maybe start a stretch."""
@@ -68,7 +69,7 @@ class Stretches:
         recent = [e for e, _, _ in window[-2:]]
         if any(e.seen_total < 2 for e in recent):
             return  # the program is not (yet) repeating what it runs now
-        if len(window) < k.min_window and not all(id(e) in self.known for e in recent):
+        if len(window) < k.min_window and not all(e in self.known for e in recent):
             return  # (after a stretch, two runs of structures stretches stood for are window enough)
         entries = {id(e): e for e, _, _ in window if e.seen_total >= 2}.values()  # (one-offs earn no credit)
         if any(self.worth_compiling(e) for e in entries):
@@ -84,8 +85,9 @@ class Stretches:
             if e.seen_total >= 2:
                 share[id(e)] = share.get(id(e), 0.0) + s / wall  # op-by-op seconds per second of the program
         self.credit = tuple((e, share[id(e)]) for e in entries)
-        self.known.update(id(e) for e in entries)
-        # Run no longer than until the first structure is due, at the window's wall time per barrier point.
+        self.known.update(entries)
+        # Run no longer than until the first structure is due, counting each barrier point as long as a run of the
+        # window (a run spans one point or more: the stretch ends early rather than late).
         per_point = wall / len(window)
         k = self.knobs
         due = min((k.compile_payback * self.expected_seconds(e.weight, k.compile_prior) - e.interp_seconds) / r
@@ -98,8 +100,10 @@ class Stretches:
         self.recording[0] = False
 
     def abandon(self):
-        """End the stretch under way without crediting it (the program switched modes); the window stays."""
+        """End the stretch under way without crediting it and start a new window (the program switched modes);
+        the structures stretches stood for stay known."""
         self.credit, self.remaining, self.active = (), 0, False
+        self.window = []
 
     def point(self):
         """A barrier point (a host read, an optimizer step's end) passed during a stretch."""
