@@ -73,6 +73,8 @@ def _scan_inputs(op, args, inplace, dev, stream, with_edges):
             in_avals.append(info[0])
         else:
             info = _AVAL_INFO.get(getattr(d, "aval", None))
+            if info is None and d is not None:
+                info = _array_info(d)  # an aval seen for the first time (cached from now on)
             in_avals.append(info[0] if info is not None else _shape_dtype(a))
         if with_edges:
             fn = a._grad_fn
