@@ -83,6 +83,17 @@ def test_gradcheck_and_compare_grad_of_float64_without_jax_enable_x64():
     assert not jax.config.jax_enable_x64  # nothing flipped JAX's global setting
 
 
+@pytest.mark.skipif(jax.config.jax_enable_x64, reason="checks the default configuration (JAX_ENABLE_X64 unset)")
+def test_an_op_failing_inside_its_kernel_leaves_64_bit_types_off():
+    # The eager door turns 64-bit types on around each kernel call, inline; an error in the kernel puts them back.
+    import jax.numpy as jnp
+    with jg.execution_mode("eager"):
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+                jg.ones(3) + jg.ones(4)
+            assert jnp.arange(3).dtype == jnp.int32 and not jax.config.jax_enable_x64
+
+
 class _WrongSin(jg.autograd.Function):
     @staticmethod
     def forward(ctx, x):

@@ -25,6 +25,7 @@ from .grad_mode import no_grad as _no_grad, state as _state
 _UINT64_MAX = sys.maxsize  # AccumulateGrad runs as soon as it is ready, as in PyTorch
 _sequence_nr = itertools.count()
 _weakref = weakref.ref
+_RLock = getattr(threading, "_CRLock", None) or threading.RLock  # threading.RLock() makes one, through a Python call
 
 
 class RemovableHandle:
@@ -181,13 +182,16 @@ class AccumulateGrad(Node):
 
     __slots__ = ("variable", "mutex")
 
-    def __init__(self, variable: Tensor):
+    def __init__(self, variable: Tensor, meta=None):
         # PyTorch's AccumulateGrad takes the stream current when it is created (first use of the leaf).
-        # Made for every op on a leaf whose graph was freed, so Node.__init__ is inlined here.
-        dev = variable._device
-        stream = _current_for(dev)
+        # Made for every op on a leaf whose graph was freed, so Node.__init__ is inlined here. ``meta``: the
+        # variable's InputMetadata on that stream, when the caller has it (the tape shares one per stream).
+        if meta is None:
+            dev = variable._device
+            meta = InputMetadata(variable.shape, variable.dtype, dev, _current_for(dev))
+        stream = meta.stream
         self.next_edges = ()
-        self.input_metadata = (InputMetadata(variable.shape, variable.dtype, dev, stream),)
+        self.input_metadata = (meta,)
         self.sequence_nr = _UINT64_MAX
         self.topological_nr = 0
         self._stream = stream
@@ -197,7 +201,7 @@ class AccumulateGrad(Node):
         # accumulate_grad.cpp's mutex_: backward calls from several threads (or device
         # threads) may accumulate into the same .grad at once (Note [Thread Safety on
         # Autograd Node]). Reentrant so a post-accumulate hook may run a nested backward.
-        self.mutex = threading.RLock()
+        self.mutex = _RLock()
 
     _leaf_hooks = True
 
@@ -247,15 +251,16 @@ _STEAL_REFS = 3
 _grad_acc_lock = threading.Lock()
 
 
-def grad_accumulator(t: Tensor) -> AccumulateGrad:
-    """The (weakly cached) AccumulateGrad of leaf ``t``, as ``impl::grad_accumulator``."""
+def grad_accumulator(t: Tensor, meta=None) -> AccumulateGrad:
+    """The (weakly cached) AccumulateGrad of leaf ``t``, as ``impl::grad_accumulator``. ``meta``: the InputMetadata
+    a new one gets (``t``'s shape, dtype and device, and the stream current there), when the caller has it."""
     acc = t._grad_acc() if t._grad_acc is not None else None
     if acc is None:
         with _grad_acc_lock:  # autograd_meta->mutex_: one accumulator per leaf, even across threads
             acc = t._grad_acc() if t._grad_acc is not None else None
             if acc is None:
-                acc = AccumulateGrad(t)
-                t._grad_acc = weakref.ref(acc)
+                acc = AccumulateGrad(t, meta)
+                t._grad_acc = _weakref(acc)
     return acc
 
 

@@ -19,6 +19,8 @@ from ..autograd.grad_mode import state as _state
 from ..autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
 
 
+_make = Tensor._make
+
 #: [True] once a node was recorded while ``saved_tensors_hooks`` were active (its saved tensors may have hooks):
 #: until then the backward plan skips looking for them (``_backward_plan._walk``).
 hooked_saves = [False]
@@ -29,7 +31,7 @@ def record(node, op, key, attrs, args, outs, dev, stream, inplace):
     if _state.saved_hooks:
         hooked_saves[0] = True
     pos = op.edge_args
-    edges, topo, in_avals, saved, has_saved = _scan_inputs(op, args, inplace, stream, pos is None)
+    edges, topo, in_avals, saved, has_saved = _scan_inputs(op, args, inplace, dev, stream, pos is None)
     if pos is not None:  # only these inputs get an edge
         pos = tuple(i for i in pos if i < len(args))
         edges, topo = _edges([args[i] for i in pos])
@@ -48,7 +50,7 @@ def record(node, op, key, attrs, args, outs, dev, stream, inplace):
     return results
 
 
-def _scan_inputs(op, args, inplace, stream, with_edges):
+def _scan_inputs(op, args, inplace, dev, stream, with_edges):
     """One pass over the inputs: edges (when ``with_edges``), topological_nr, in_avals, saved inputs, whether a
     tensor was saved."""
     edges, in_avals = [], []
@@ -67,9 +69,12 @@ def _scan_inputs(op, args, inplace, stream, with_edges):
             continue
         d = a._data
         if type(d) is Buffer:
-            in_avals.append(d.info[0])
+            info = d.info
+            in_avals.append(info[0])
         else:
             info = _AVAL_INFO.get(getattr(d, "aval", None))
+            if info is None and d is not None:
+                info = _array_info(d)  # an aval seen for the first time (cached from now on)
             in_avals.append(info[0] if info is not None else _shape_dtype(a))
         if with_edges:
             fn = a._grad_fn
@@ -78,7 +83,14 @@ def _scan_inputs(op, args, inplace, stream, with_edges):
                 if fn.topological_nr >= topo:
                     topo = fn.topological_nr + 1
             elif a._req:
-                edges.append((grad_accumulator(a), 0))
+                acc = a._grad_acc
+                acc = acc() if acc is not None else None  # grad_accumulator's fast path, inlined
+                if acc is None:
+                    # A new AccumulateGrad takes the current stream of the leaf's device: the op's stream when the
+                    # leaf is on the op's device, whose shared InputMetadata it can then use too.
+                    acc = grad_accumulator(a, _shared_meta(stream._out_meta, info, dev, stream)
+                                           if info is not None and a._device is dev else None)
+                edges.append((acc, 0))
                 topo = topo or 1  # AccumulateGrad's topological_nr is 0
             else:
                 edges.append(None)
@@ -111,22 +123,37 @@ def _edges(inputs):
 
 def _outputs(node, outs, dev, stream, inplace):
     """The node's output tensors and input_metadata; integer and bool outputs get no history."""
+    shared = stream._out_meta
+    if len(outs) == 1 and inplace is None:  # most ops: the loop below, unrolled
+        o = outs[0]
+        info = o.info if type(o) is Buffer else (_AVAL_INFO.get(o.aval) or _array_info(o))
+        node.input_metadata = (shared.get(info) or _shared_meta(shared, info, dev, stream),)
+        if info[2]:
+            return (_make(o, dev, stream, True, node, 0),)
+        return (_make(o, dev, stream, False, None, 0),)
     metas = []
     results = []
-    shared = stream._out_meta
     for i, o in enumerate(outs):
         info = o.info if type(o) is Buffer else (_AVAL_INFO.get(o.aval) or _array_info(o))
         differentiable = info[2]
         meta = shared.get(info)
         if meta is None:
-            meta = shared[info] = InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream)
+            meta = _shared_meta(shared, info, dev, stream)
         metas.append(meta)
         if i == 0 and inplace is not None:
             results.append(_rebind(inplace, o, node))
         else:
-            results.append(Tensor._make(o, dev, stream, differentiable, node if differentiable else None, i))
+            results.append(_make(o, dev, stream, differentiable, node if differentiable else None, i))
     node.input_metadata = tuple(metas)
     return tuple(results)
+
+
+def _shared_meta(shared, info, dev, stream):
+    """The InputMetadata of ``info`` (an entry of ``_AVAL_INFO``) on ``stream``, shared by the nodes recorded there."""
+    meta = shared.get(info)
+    if meta is None:
+        meta = shared[info] = InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream)
+    return meta
 
 
 def _rebind(t, o, node):
