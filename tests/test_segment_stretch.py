@@ -102,15 +102,18 @@ def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch)
     expected compile, and from then on runs compiled (no stretch over a compiled structure)."""
     monkeypatch.setattr(_segment, "compile_prior", (0.05, 0.0))
     monkeypatch.setattr(_segment._compiler, "ops", 0)  # (compiles measured by earlier tests: not this prior's)
+    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
     jg.graphs.segment_cache_clear()
+
+    def steady():  # the structure of the repeated step (the most runs)
+        return max(jg.graphs.segment_cache_info().per_structure, key=lambda s: s.runs)
     try:
         with jg.execution_mode("auto"):
             for _ in range(100):
                 _train(20)
-                if jg.graphs.segment_cache_info().compiles:
+                if steady().status != "op by op":
                     break
-            info = jg.graphs.segment_cache_info()
-            assert info.compiles >= 1 and info.eager_stretches >= 1
+            assert steady().status != "op by op" and jg.graphs.segment_cache_info().eager_stretches >= 1
             _segment.wait_compiles()
             _train(5)  # the structure compiled meanwhile: a recorded window finds it
             before = jg.graphs.segment_cache_info()

@@ -21,7 +21,8 @@ and a long one compiles what pays back, as before, a little later (the eager str
 op-by-op runs it stands for).
 
 Stretch lengths double (from 2 barrier points up to ``max_stretch``) and end before the first of the window's
-structures would be due, estimated from the window's time per run. Switching modes (a ``jgrad.func`` trace switches
+structures would be due, estimated from the window's time per run, or as soon as a background compile finishes
+(what it compiled may run compiled from its next barrier). Switching modes (a ``jgrad.func`` trace switches
 to eager mode and back) ends a stretch uncredited and starts a new window.
 
 Imports nothing of jgrad; ``_segment`` installs it (the barrier calls ``after_run``; ``step_boundary`` and the
@@ -50,6 +51,7 @@ class Stretches:
         self.remaining = 0        # its barrier points left
         self.started = 0.0
         self.credit = ()          # (entry, seconds credited per second of stretch)
+        self.compiles_at = 0      # compiles finished when it started
         self.known = set()        # the structures stretches stood for (the program's repeating ones)
 
     def after_run(self, entry, compiled, seconds, others_pending):
@@ -96,6 +98,7 @@ class Stretches:
         self.length = min(2 * self.length, k.max_stretch)
         self.window = []
         self.remaining, self.started, self.active = points, now, True
+        self.compiles_at = self.stats.compiles
         self.stats.eager_stretches += 1
         self.recording[0] = False
 
@@ -109,8 +112,8 @@ class Stretches:
         """A barrier point (a host read, an optimizer step's end) passed during a stretch."""
         self.stats.stretch_points += 1
         self.remaining -= 1
-        if self.remaining <= 0:
-            self.end()
+        if self.remaining <= 0 or self.stats.compiles != self.compiles_at:
+            self.end()  # (a background compile finished: its structure may run compiled from its next barrier)
 
     def end(self):
         """End the stretch under way: credit its time to the window's structures; recording resumes."""
