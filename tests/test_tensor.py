@@ -127,6 +127,21 @@ def test_devices():
 
 
 @pytest.mark.cpu_only("expects the CPU as the default device")
+def test_a_0d_tensor_of_another_device_comes_along_with_its_gradient():
+    """As PyTorch's CPU scalars: the op runs where its tensors of one or more dimensions are, whichever argument
+    comes first, and the 0-d tensor's gradient comes back to its own device (values against NumPy)."""
+    a = jg.tensor([1.0, 2.0, 4.0], requires_grad=True)
+    s = jg.tensor(2.0, device="cpu:1", requires_grad=True)
+    for out in (a * s, s * a, jg.where(a > 1.5, s, a)):
+        assert out.device is a.device and next(iter(out._value.devices())) == jax.devices("cpu")[0]
+        out.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [2.0 + 2.0 + 1.0, 2.0 + 2.0, 2.0 + 2.0])
+    assert s.grad.device is s.device and s.grad.item() == 7.0 + 7.0 + 2.0
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        s * a * jg.ones(3, device="cpu:1")
+
+
+@pytest.mark.cpu_only("expects the CPU as the default device")
 def test_to_device_and_back_with_grad():
     x = jg.tensor([1.0, 2.0], requires_grad=True)
     y = x.to("cpu:1")

@@ -211,11 +211,18 @@ def resolve_devices(opname, args, arrays):
             if type(d) is MeshDevice and a._data is not None and d not in meshes:
                 meshes.append(d)
     if not meshes:
-        for a in args:
-            if isinstance(a, Tensor) and a._device is not first and a._data is not None and a.ndim != 0:
-                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
-                                   f"devices, {first} and {a._device}! (in {opname})")
-        return first, args
+        # The op runs where its tensors of one or more dimensions are (a 0-d one first in the arguments does not
+        # decide it); a 0-d tensor elsewhere comes along, as PyTorch's CPU scalars do.
+        dev = next((a._device for a in args if isinstance(a, Tensor) and a.ndim != 0), first)
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and a._device is not dev and a._data is not None:
+                if a.ndim != 0:
+                    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                                       f"devices, {dev} and {a._device}! (in {opname})")
+                moved = a.to(dev)  # (a transfer node when it needs a gradient: that comes back to its device)
+                args = args[:i] + (moved,) + args[i + 1:]
+                arrays[i] = moved._data
+        return dev, args
     if len(meshes) > 1:
         raise RuntimeError(f"{opname}: DTensor does not support cross-mesh operation: got DTensors on "
                            f"{meshes[0]} and on {meshes[1]}. Move one onto the other's mesh first "
