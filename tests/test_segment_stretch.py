@@ -126,3 +126,28 @@ def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch)
     finally:
         jg.set_execution_mode("eager")
         jg.graphs.segment_cache_clear()
+
+
+def test_no_stretch_over_a_compiled_structure_between_uncompiled_ones(monkeypatch):
+    """A step that compiled, with a one-op segment after it that never compiles (``min_steps``): a stretch there
+    would run the compiled step eagerly too, so none starts."""
+    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))  # the step compiles at its second barrier
+    jg.graphs.segment_cache_clear()
+    step, _ = _trainer()
+    probe = jg.ones(3)
+    try:
+        with jg.execution_mode("auto"):
+            for _ in range(3):
+                step()
+                (probe * 2).sum().item()  # its own segment: two ops at most, never compiled
+            _segment.wait_compiles()
+            before = jg.graphs.segment_cache_info()
+            for _ in range(30):
+                step()
+                (probe * 2).sum().item()
+            after = jg.graphs.segment_cache_info()
+        assert after.compiled_runs - before.compiled_runs == 30
+        assert after.eager_stretches == before.eager_stretches
+    finally:
+        jg.set_execution_mode("eager")
+        jg.graphs.segment_cache_clear()

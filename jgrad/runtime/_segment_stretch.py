@@ -9,8 +9,10 @@ small model is hundreds of steps: a first run of 80 LSTM steps paid that tax on 
 (1.44x eager mode's time).
 
 What: after each barrier (``after_run``), the structures that ran op by op since the last stretch (the *window*)
-are looked at. When the window holds ``min_window`` runs, every one of its structures has repeated, none is
-compiled, compiling or due to compile, and nothing else is pending, recording stops (``_segment.auto[0]`` is
+are looked at. When the window holds ``min_window`` runs (two, of structures a stretch stood for before), the
+latest two are of structures that repeated, none of its structures is due to compile, no compiled or compiling
+structure ran in the last ``min_window`` runs (a stretch would run those eagerly too), and nothing else is
+pending, recording stops (``_segment.auto[0]`` is
 False; the user's mode stays "auto") for a stretch of barrier points (a host read, an optimizer step's end):
 ops run as in eager mode. At the stretch's end the time it took is credited to the window's structures as if
 they had run op by op (``interp_seconds``, in proportion to what each cost in the window, scaled by the share
@@ -53,18 +55,22 @@ class Stretches:
         self.credit = ()          # (entry, seconds credited per second of stretch)
         self.compiles_at = 0      # compiles finished when it started
         self.known = set()        # the structures stretches stood for (the program's repeating ones)
+        self.since_compiled = 0   # runs recorded since the last one of a compiled (or compiling) structure
 
     def after_run(self, entry, compiled, seconds, others_pending):
         """A barrier ran ``entry`` (compiled or op by op, in ``seconds``): maybe start a stretch."""
         if compiled or entry.variants or entry.thread is not None or entry.failed is not None:
-            self.window, self.known = [], set()  # compiled code runs faster than eager mode: keep recording
+            # Compiled code runs faster than eager mode, and a stretch would run it eagerly too: no stretch until
+            # ``min_window`` runs in a row have not been compiled ones.
+            self.window, self.since_compiled = [], 0
             return
+        self.since_compiled += 1
         now = _clock()
         window, k = self.window, self.knobs
         window.append((entry, seconds, now - seconds))
         if len(window) > k.min_window:  # the latest runs: a structure seen once (the first step) drops out
             del window[0]
-        if not k.eager_stretches or others_pending or len(window) < 2:
+        if not k.eager_stretches or others_pending or len(window) < 2 or self.since_compiled < k.min_window:
             return
         if not k.background_compile or k.compile_payback <= 0:
             return  # compiles are due at once: recording is what makes them
