@@ -50,7 +50,6 @@ _x64 = _dtype.x64_scope  # every kernel runs with JAX's 64-bit types on (thread-
 # x64_scope()'s thread-local swap, for the eager hot path (None on a jax without it: x64_scope() then)
 _x64_swap = _dtype._X64_STATE.swap_local if _dtype._X64_STATE is not None else None
 _x64_set = _dtype._X64_STATE.set_local if _dtype._X64_STATE is not None else None
-_make = Tensor._make
 
 
 class Op:
@@ -610,7 +609,7 @@ def _call(op, args, key, attrs, inplace, device=None):
         _prune(stream)
     record = req and op.differentiable and _state.grad_enabled
     if not record and inplace is None and not multi:  # the commonest case: one new tensor, no history
-        res = _make(out, dev, stream)
+        res = Tensor._make(out, dev, stream)  # (looked up per call: inference mode swaps it for a marking one)
         if _sanitizing[0]:
             record_new((res,), stream, op.name)
         return res
@@ -623,7 +622,7 @@ def _call(op, args, key, attrs, inplace, device=None):
             inplace._data = outs[0]
             inplace._vc[0] += 1
             return inplace
-        res = tuple([_make(o, dev, stream) for o in outs])
+        res = tuple([Tensor._make(o, dev, stream) for o in outs])
     else:
         res = _tape.record(OpNode.__new__(OpNode), op, key, attrs, args, outs, dev, stream, inplace)
     if _sanitizing[0]:

@@ -19,7 +19,6 @@ from ..autograd.grad_mode import state as _state
 from ..autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
 
 
-_make = Tensor._make
 
 #: [True] once a node was recorded while ``saved_tensors_hooks`` were active (its saved tensors may have hooks):
 #: until then the backward plan skips looking for them (``_backward_plan._walk``).
@@ -129,8 +128,8 @@ def _outputs(node, outs, dev, stream, inplace):
         info = o.info if type(o) is Buffer else (_AVAL_INFO.get(o.aval) or _array_info(o))
         node.input_metadata = (shared.get(info) or _shared_meta(shared, info, dev, stream),)
         if info[2]:
-            return (_make(o, dev, stream, True, node, 0),)
-        return (_make(o, dev, stream, False, None, 0),)
+            return (Tensor._make(o, dev, stream, True, node, 0),)
+        return (Tensor._make(o, dev, stream, False, None, 0),)
     metas = []
     results = []
     for i, o in enumerate(outs):
@@ -143,7 +142,7 @@ def _outputs(node, outs, dev, stream, inplace):
         if i == 0 and inplace is not None:
             results.append(_rebind(inplace, o, node))
         else:
-            results.append(_make(o, dev, stream, differentiable, node if differentiable else None, i))
+            results.append(Tensor._make(o, dev, stream, differentiable, node if differentiable else None, i))
     node.input_metadata = tuple(metas)
     return tuple(results)
 
