@@ -254,7 +254,15 @@ try:  # the C++ call under jax.device_put for a NumPy array (~20 us, where jax.d
 except (ImportError, AttributeError):  # pragma: no cover - another jax layout
     _batched_put = [None, True]
 _PUT_AVALS: dict = {}
-_PUT_SHARDINGS: dict = {}
+_SHARDINGS: dict = {}
+
+
+def single_sharding(jax_device):
+    """The ``SingleDeviceSharding`` of ``jax_device``, made once (transfers to it name it at every call)."""
+    sh = _SHARDINGS.get(jax_device)
+    if sh is None:
+        sh = _SHARDINGS[jax_device] = jax.sharding.SingleDeviceSharding(jax_device)
+    return sh
 
 
 def put_host(arr, jax_device):
@@ -269,9 +277,7 @@ def put_host(arr, jax_device):
     aval = _PUT_AVALS.get(key)
     if aval is None:
         aval = _PUT_AVALS[key] = jax.core.ShapedArray(arr.shape, arr.dtype)
-    sharding = _PUT_SHARDINGS.get(jax_device)
-    if sharding is None:
-        sharding = _PUT_SHARDINGS[jax_device] = jax.sharding.SingleDeviceSharding(jax_device)
+    sharding = single_sharding(jax_device)
     if not _batched_put[1]:
         return _first_put(aval, sharding, arr, jax_device)
     return put(aval, sharding, [arr], [jax_device], True, enable_x64=True)

@@ -68,6 +68,7 @@ import time
 import jax
 import numpy as np
 
+from ..core._device import single_sharding
 from ..core._dtype import _X64_STATE, x64_scope
 from . import _kernel_interp
 
@@ -431,10 +432,7 @@ def _scalar_array(a, dev, k):
         return None
     if len(_scalar_cache) >= 1024:  # values that change every call (a schedule's) stay bounded
         _scalar_cache.clear()
-    sh = _shardings.get(dev)
-    if sh is None:
-        sh = _shardings[dev] = jax.sharding.SingleDeviceSharding(dev)
-    s = _scalar_cache[k] = _put(aval, sh, [x], [dev], False, enable_x64=True)
+    s = _scalar_cache[k] = _put(aval, single_sharding(dev), [x], [dev], False, enable_x64=True)
     return s
 
 
@@ -503,13 +501,9 @@ def _default_sharding():
     dev = jax.config.jax_default_device
     if not isinstance(dev, jax.Device):
         dev = jax.devices()[0]
-    sh = _shardings.get(dev)
-    if sh is None:
-        sh = _shardings[dev] = jax.sharding.SingleDeviceSharding(dev)
-    return sh
+    return single_sharding(dev)
 
 
-_shardings: dict = {}
 try:  # the C++ call under jax.device_put (9 us where jax.device_put costs ~180 us on a 2-core CPU)
     from jax._src.lib import xla_client as _xc
     _put = _xc.batched_device_put
