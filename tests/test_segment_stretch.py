@@ -129,22 +129,33 @@ def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch)
 
 
 def test_no_stretch_over_a_compiled_structure_between_uncompiled_ones(monkeypatch):
-    """A step that compiled, with a one-op segment after it that never compiles (``min_steps``): a stretch there
-    would run the compiled step eagerly too, so none starts."""
-    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))  # the step compiles at its second barrier
+    """A step that compiled, with one-op segments after it that never compile (``min_steps``) and that stretches
+    stood for before the step compiled: a stretch there would run the compiled step eagerly too, so none starts."""
+    monkeypatch.setattr(_segment, "compile_prior", (3600.0, 0.0))  # first nothing is due: stretches learn the reads
+    monkeypatch.setattr(_segment._compiler, "ops", 0)  # (compiles measured by earlier tests: not this prior's)
+    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
     jg.graphs.segment_cache_clear()
     step, _ = _trainer()
     probe = jg.ones(3)
+
+    def run(n):
+        for _ in range(n):
+            step()
+            probe.sum().item()  # two segments of one op each: never compiled
+            probe.sum().item()
     try:
         with jg.execution_mode("auto"):
-            for _ in range(3):
-                step()
-                (probe * 2).sum().item()  # its own segment: two ops at most, never compiled
-            _segment.wait_compiles()
+            run(30)
+            assert jg.graphs.segment_cache_info().eager_stretches >= 1
+            monkeypatch.setattr(_segment, "background_compile", False)  # the step compiles at its next barrier
+            for _ in range(60):
+                run(1)
+                if jg.graphs.segment_cache_info().compiles:
+                    break
+            monkeypatch.setattr(_segment, "background_compile", True)  # the reads are still far from due
+            run(3)
             before = jg.graphs.segment_cache_info()
-            for _ in range(30):
-                step()
-                (probe * 2).sum().item()
+            run(30)
             after = jg.graphs.segment_cache_info()
         assert after.compiled_runs - before.compiled_runs == 30
         assert after.eager_stretches == before.eager_stretches
