@@ -19,7 +19,6 @@ from ..autograd.grad_mode import state as _state
 from ..autograd.node import InputMetadata, SavedVariable, _sequence_nr, grad_accumulator, gradient_edge
 
 
-
 #: [True] once a node was recorded while ``saved_tensors_hooks`` were active (its saved tensors may have hooks):
 #: until then the backward plan skips looking for them (``_backward_plan._walk``).
 hooked_saves = [False]
