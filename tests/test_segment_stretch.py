@@ -94,7 +94,7 @@ def test_no_stretch_when_turned_off_or_when_compiles_come_at_once(far_compiles, 
     with jg.execution_mode("auto"):
         _train(30)
         info = jg.graphs.segment_cache_info()
-    assert info.eager_stretches == 0 and info.segments == 30
+    assert info.eager_stretches == 0 and info.segments >= 30  # every step recorded (a GPU adds transfers)
 
 
 def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch):
@@ -106,40 +106,44 @@ def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch)
     monkeypatch.setattr(_segment._compiler, "ops", 0)  # (compiles measured by earlier tests: not this prior's)
     monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
     jg.graphs.segment_cache_clear()
+    step, _ = _trainer()
+    losses = []
+
+    def train_until(done, limit):
+        for _ in range(limit):
+            if done():
+                return
+            losses.append(step())
     try:
         with jg.execution_mode("auto"):
-            step, _ = _trainer()
-            for _ in range(200):
-                step()
-                if _segment._stretches.active:
-                    break
+            train_until(lambda: _segment._stretches.active, 200)
             assert _segment._stretches.active
             entry = max(_segment._listed, key=lambda e: e.seen_total)  # the repeated step's structure
             runs, rent = entry.seen_total, entry.interp_seconds
-            for _ in range(600):
-                if not _segment._stretches.active:
-                    break
-                step()
+            train_until(lambda: not _segment._stretches.active, 600)
             assert not _segment._stretches.active
             assert entry.seen_total == runs and entry.interp_seconds > rent  # credited, not recorded
 
-            # Due once half as much rent again has been paid, recorded or credited.
-            monkeypatch.setattr(_segment, "compile_prior", (1.5 * entry.interp_seconds / _segment.compile_payback, 0))
+            # Due once some 20 recorded runs' rent more has been paid, recorded or credited: a window is 2 runs, so
+            # stretches go on until it is due.
+            due = entry.interp_seconds + 20 * rent / runs
+            monkeypatch.setattr(_segment, "compile_prior", (due / _segment.compile_payback, 0.0))
             stretches = jg.graphs.segment_cache_info().eager_stretches
-            for _ in range(5000):
-                step()
-                if entry.status() != "op by op":
-                    break
+            train_until(lambda: entry.status() != "op by op", 5000)
             assert entry.status() != "op by op"
-            assert jg.graphs.segment_cache_info().eager_stretches > stretches  # stretches went on until it was due
-            _segment.wait_compiles()
-            _train(5)  # the structure compiled meanwhile: a recorded window finds it
-            before = jg.graphs.segment_cache_info()
-            losses, _ = _train(10)
-            after = jg.graphs.segment_cache_info()
-        assert after.compiled_runs - before.compiled_runs >= 8
-        assert after.eager_stretches == before.eager_stretches
-        want, _ = _train(10)
+            assert jg.graphs.segment_cache_info().eager_stretches > stretches
+            # Every structure of the step compiles in time (a GPU's steps alternate between two, with and without
+            # the recycled gradients to write into); then ten steps in a row run compiled, with no stretch.
+            for _ in range(100):
+                _segment.wait_compiles()
+                before = jg.graphs.segment_cache_info()
+                train_until(lambda: False, 10)
+                after = jg.graphs.segment_cache_info()
+                if after.interpreted == before.interpreted:
+                    break
+            assert after.interpreted == before.interpreted and after.compiled_runs - before.compiled_runs >= 10
+            assert after.eager_stretches == before.eager_stretches
+        want, _ = _train(len(losses))  # eager mode
         np.testing.assert_allclose(losses, want, rtol=1e-5)
     finally:
         jg.set_execution_mode("eager")
