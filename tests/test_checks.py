@@ -191,9 +191,10 @@ def test_op_by_op_runs_check_on_the_host_and_still_gate_the_writes(monkeypatch):
                     w.numpy()
                 np.testing.assert_array_equal(w.numpy(), want)  # the step's write did not happen
     assert jg.graphs.segment_cache_info().compiled_runs == 0
-    # the kernels ran for the failing step only (its flag, the flag it ANDs into, the select that kept the write)
+    # the kernels ran for the failing step only (its flag ANDed into the thread's in one step, the select that kept
+    # the write)
     assert [n for n in called if "check" in n or n.startswith("gate")] == [
-        "range_check_forward", "check_ok_and_forward", "gate of the in-place writes by the device-side checks"], called
+        "range_check_and_forward", "gate of the in-place writes by the device-side checks"], called
 
 
 def _trace_new_structures(monkeypatch):
@@ -242,7 +243,10 @@ def test_check_ok_and_shape_form_equals_eval_shape_and_a_failing_check_still_rai
             else:
                 w.numpy()
         np.testing.assert_array_equal(w.numpy(), np.arange(8.0, 12.0) + np.arange(4.0, 8.0))
-    assert id(kernel) in _segment_run.shape_forms and "check_ok_and_forward" not in traced, traced
+    # (recorded here as one step with the range check, whose form gives both avals; a replay's re-armed checks
+    # record CHECK_OK_AND itself)
+    fused = list(_checks.RANGE_CHECK_AND._kernels.values())
+    assert any(id(k) in _segment_run.shape_forms for k in fused) and not any("check" in n for n in traced), traced
 
 
 @pytest.mark.one_execution_mode
@@ -264,6 +268,18 @@ def test_range_and_value_check_shape_forms_equal_eval_shape_and_a_bad_index_stil
             assert tree == jax.tree_util.tree_structure(want)
             assert (avals[0].shape, avals[0].dtype, avals[0].weak_type) == (want.shape, want.dtype, want.weak_type)
         assert _checks._flag_shapes([jax.device_put(a), jax.device_put(a)]) is None
+        # the forms of the checks "auto" mode records, ANDed into the thread's flag in the same step
+        ok = jax.device_put(np.ones((), np.int64))
+        for op, attrs, a in cases:
+            fused = {_checks.RANGE_CHECK: _checks.RANGE_CHECK_AND, _checks.VALUE_CHECK: _checks.VALUE_CHECK_AND}[op]
+            kernel = fused.kernel(tuple(attrs.items()), attrs)
+            want = jax.eval_shape(kernel, ok, jax.device_put(a))
+            avals, tree = _checks._flag_and_ok_shapes([ok, jax.device_put(a)])
+            assert tree == jax.tree_util.tree_structure(want)
+            assert [(v.shape, v.dtype, v.weak_type) for v in avals] == [
+                (w.shape, w.dtype, w.weak_type) for w in jax.tree_util.tree_leaves(want)]
+        for leaves in ([jax.device_put(np.ones((), np.int32)), jax.device_put(a)], [ok], [ok[None], jax.device_put(a)]):
+            assert _checks._flag_and_ok_shapes(leaves) is None
     traced = _trace_new_structures(monkeypatch)
     emb = jg.nn.Embedding(5, 2)
     with jg.execution_mode("auto"):
@@ -275,3 +291,26 @@ def test_range_and_value_check_shape_forms_equal_eval_shape_and_a_bad_index_stil
             else:
                 np.testing.assert_array_equal(out.detach().numpy(), emb.weight.detach().numpy()[[i]])
     assert not any("range" in name for name in traced), traced
+
+
+@pytest.mark.one_execution_mode
+def test_auto_mode_records_a_check_and_its_and_as_one_step():
+    # A check's flag and the AND into the thread's flag (the gate of its writes) are one recorded step in "auto"
+    # mode; a bad value is reported at the next read and the step's write is kept from happening.
+    jg.graphs.segment_cache_clear()
+    w = jg.zeros(2)
+    with jg.execution_mode("auto"):
+        for p in ([0.25, 0.5], [0.25, 1.5], [0.5, 0.5]):
+            before = jg.graphs.segment_cache_info().ops
+            loss = F.binary_cross_entropy(jg.tensor(p) * 1, jg.tensor([0.0, 1.0]) * 1)
+            w.add_(loss.detach())
+            assert jg.graphs.segment_cache_info().ops - before == 2 + 2 + 1 + 1  # 2 muls, 2 checks, bce, add_
+            if p[1] > 1:
+                with pytest.raises(RuntimeError, match=re.escape("all elements of input should be between 0 and 1")):
+                    w.numpy()
+            else:
+                want = w.numpy()
+    p = np.array([0.25, 0.5]), np.array([0.5, 0.5])
+    bce = [-(np.log(1 - q[0]) + np.log(q[1])) / 2 for q in p]
+    np.testing.assert_allclose(want, [sum(bce)] * 2, rtol=1e-6)  # the failing step added nothing
+    assert _checks.pending_count() == 0

@@ -24,7 +24,8 @@ as PyTorch's CPU kernels do. The error is PyTorch's (its type and wording), foll
 issued and where the failure was noticed.
 
 What a failed check gates: in "auto" mode each thread keeps, per device, one flag that is 0 once any of
-its pending checks failed (``CHECK_OK``/``CHECK_OK_AND``, recorded beside the checks); at a barrier the
+its pending checks failed (each check records ``RANGE_CHECK_AND``/``VALUE_CHECK_AND``, its flag and the AND
+into the thread's in one step; a replay's re-armed checks record ``CHECK_OK_AND``); at a barrier the
 segment chooses, on the device, between each in-place write of that thread and the value it replaces
 (``_segment_fail.gate``), so the step whose index was bad changes no parameter, ``.grad``, optimizer
 state or generator key, and neither does any later step of that thread until the failure is reported.
@@ -80,6 +81,19 @@ def _value_flag(a, kind):
 
 
 VALUE_CHECK = Op("value_check", _value_flag, differentiable=False)
+
+
+def _and_ok(ok, flag):
+    return flag, jnp.minimum(ok, flag[0])
+
+
+# In "auto" mode a check and the AND into its thread's flag are one step (half the recording of two ops; a GAN's
+# three binary_cross_entropy calls a step record six checks): ``(ok, x) -> (flag, min(ok, flag[0]))``.
+RANGE_CHECK_AND = Op("range_check_and", lambda ok, idx, low, high, ignore: _and_ok(ok, _range_flag(idx, low, high,
+                                                                                                   ignore)),
+                     differentiable=False, num_outputs=2)
+VALUE_CHECK_AND = Op("value_check_and", lambda ok, a, kind: _and_ok(ok, _value_flag(a, kind)),
+                     differentiable=False, num_outputs=2)
 
 
 class PendingCheck:
@@ -140,11 +154,8 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
         return
     if _is_tracer(d):
         return  # inside a jax transformation (functionalize): nothing can be reported
-    attrs = dict(low=int(low), high=int(high), ignore=ignore)
-    _shape_form(RANGE_CHECK, attrs, _flag_shapes)
-    flag = call(RANGE_CHECK, index.detach(), **attrs)
-    _on_host(RANGE_CHECK, attrs, _range_bad)
-    _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
+    _issue(RANGE_CHECK, RANGE_CHECK_AND, dict(low=int(low), high=int(high), ignore=ignore), _range_bad, index,
+           make_error, op)
 
 
 def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
@@ -152,9 +163,29 @@ def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
     the next host sync, as ``check_range`` does for indices; the caller checks host values itself."""
     if _is_tracer(t._data):
         return
-    _shape_form(VALUE_CHECK, {"kind": kind}, _flag_shapes)
-    flag = call(VALUE_CHECK, t.detach(), kind=kind)
-    _on_host(VALUE_CHECK, {"kind": kind}, _value_bad)
+    _issue(VALUE_CHECK, VALUE_CHECK_AND, {"kind": kind}, _value_bad, t, make_error, op)
+
+
+def _issue(check, check_and, attrs, bad, t, make_error, op):
+    """Record ``check`` of ``t``'s values and register its flag; in "auto" mode (no capture) as one step with the
+    AND into the thread's flag that gates its writes (``check_and``)."""
+    dev = t._device
+    if _segment.auto[0] and streams._current_for(dev)._capture is None:
+        st = _mine()
+        prev = st.ok.get(dev)
+        if prev is None:
+            prev = _passed(dev)
+        _shape_form(check_and, attrs, _flag_and_ok_shapes)
+        flag, ok = call(check_and, prev, t.detach(), **attrs)
+        _on_host(check_and, attrs, bad, fused=True)
+        pending = PendingCheck(flag, make_error, op, streams._user_site())
+        with _lock:
+            st.pending.append(pending)
+        st.held[dev], st.ok[dev] = prev, ok  # (held: see _pend)
+        return
+    _shape_form(check, attrs, _flag_shapes)
+    flag = call(check, t.detach(), **attrs)
+    _on_host(check, attrs, bad)
     _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
 
 
@@ -167,7 +198,6 @@ def _register(check, flag):
     _pend([check])
 
 
-CHECK_OK = Op("check_ok", lambda flag: flag[0], differentiable=False)
 CHECK_OK_AND = Op("check_ok_and", lambda ok, flag: jnp.minimum(ok, flag[0]), differentiable=False)
 
 
@@ -204,15 +234,22 @@ def _passing(like, size):
     return f
 
 
-def _on_host(op, attrs, bad):
-    """Give ``op``'s kernel for ``attrs`` its host form (``_segment_run.host_forms``): ``bad(values, **attrs)``."""
+def _on_host(op, attrs, bad, fused=False):
+    """Give ``op``'s kernel for ``attrs`` its host form (``_segment_run.host_forms``): ``bad(values, **attrs)``.
+    ``fused``: a check ANDed into the thread's flag (``(ok, x) -> (flag, ok')``), which passes while ``ok`` is 1."""
     kernel = op.kernel(tuple(attrs.items()), attrs)
     form = _segment.host_forms.get(id(kernel))
     if form is None or form[0] is not kernel:
         def on_host(*args, _kernel=kernel):
             # (one device's arrays only: a sharded flag is placed as XLA places the kernel's, not as its input)
-            if not all(isinstance(a, jax.Array) and type(a.sharding) is _Single for a in args) or bad(
-                    *map(np.asarray, args), **attrs):
+            if not all(isinstance(a, jax.Array) and type(a.sharding) is _Single for a in args):
+                return _kernel(*args)
+            if fused:
+                ok, x = args
+                if not np.asarray(ok) or bad(np.asarray(x), **attrs):
+                    return _kernel(*args)
+                return _passing(x, 2), _passing(ok, 0)
+            if bad(*map(np.asarray, args), **attrs):
                 return _kernel(*args)
             return _passing(args[0], 0 if op is CHECK_OK_AND else 2)
         _segment.add_host_form(kernel, on_host)
@@ -270,6 +307,23 @@ def _flag_shapes(leaves):
                      else type(getattr(x, "sharding", None)) is not _Single):
         return None
     return [_segment._run.shape_struct((2,), np.dtype(np.int64))], _segment._run.ONE_LEAF
+
+
+_TWO_LEAVES = jax.tree_util.tree_structure((0, 0))
+
+
+def _flag_and_ok_shapes(leaves):
+    """A fused check's output avals at recording (``RANGE_CHECK_AND``, ``VALUE_CHECK_AND``): the flag's, as
+    ``_flag_shapes`` gives it, and the thread flag's, as ``_ok_and_shapes`` does. None (trace it) otherwise."""
+    if len(leaves) != 2:
+        return None
+    flag = _flag_shapes(leaves[1:])
+    ok = getattr(leaves[0], "aval", None)
+    if flag is None or ok is None or ok.shape != () or ok.dtype != np.dtype(np.int64) or ok.weak_type or (
+            getattr(ok, "sharding", None) is not None if type(leaves[0]) is _Buffer
+            else type(getattr(leaves[0], "sharding", None)) is not _Single):
+        return None
+    return [flag[0][0], _segment._run.shape_struct((), ok.dtype)], _TWO_LEAVES
 
 
 def _shape_form(op, attrs, form):
