@@ -84,6 +84,80 @@ _LAYER_OPS = {mode: Op(f"{name}Backward0", _layer_fwd, num_outputs=3 if mode == 
               for mode, name in (("LSTM", "Lstm"), ("GRU", "Gru"), ("RNN_TANH", "RnnTanh"), ("RNN_RELU", "RnnRelu"))}
 
 
+# ---- an LSTM layer that keeps its gates ---------------------------------------------------------------------------
+# The layer ops above get their gradient from ``jax.vjp`` of the forward, which runs the forward scan again inside the
+# backward: a third of an LSTM layer's time (0.6 of 1.8 ms for 20 steps of batch 8, width 64, on the 2-core CPU).
+# An LSTM without projection or packing instead returns each step's activated gates and cell state beside its
+# outputs (as PyTorch's kernels keep a workspace), and its backward is one reverse scan over them.
+def _lstm_fwd(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *, reverse):
+    """``_layer_fwd`` of an LSTM, also returning the activated gates ``[i, f, g, o]`` (T, B, 4H) and the cell
+    states (T, B, H) of every step: (outputs, h_T, c_T, gates, cells)."""
+    xw = _mm(x, w_ih)
+    if b_ih is not None:
+        xw = xw + b_ih
+
+    def body(carry, xt):
+        h, c = carry
+        hw = _mm(h, w_hh)
+        if b_hh is not None:
+            hw = hw + b_hh
+        i, f, g, o = jnp.split(xt + hw, 4, axis=-1)
+        i, f, g, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
+        c = f * c + i * g
+        h = o * jnp.tanh(c)
+        return (h, c), (h, jnp.concatenate([i, f, g, o], -1), c)
+
+    (h, c), (ys, gates, cells) = jax.lax.scan(body, (h0, c0), xw, reverse=reverse)
+    return ys, h, c, gates, cells
+
+
+def _lstm_bwd(ctx, g_ys, g_h, g_c, g_gates, g_cells):
+    """The LSTM layer's gradients from its saved gates and cell states (one reverse scan, no forward again). The
+    gates' and cells' own gradients (nonzero in a double backward, which differentiates through them) count too."""
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = ctx.saved
+    ys, _, _, gates, cells = ctx.outputs
+    reverse = ctx.attrs["reverse"]
+    zero = jnp.zeros((), ys.dtype)
+    g_ys = jnp.broadcast_to(zero, ys.shape) if g_ys is None else g_ys
+    g_h = jnp.broadcast_to(zero, h0.shape) if g_h is None else g_h
+    g_c = jnp.broadcast_to(zero, c0.shape) if g_c is None else g_c
+    # the state each step started from
+    if reverse:
+        h_prev = jnp.concatenate([ys[1:], h0[None]])
+        c_prev = jnp.concatenate([cells[1:], c0[None]])
+    else:
+        h_prev = jnp.concatenate([h0[None], ys[:-1]])
+        c_prev = jnp.concatenate([c0[None], cells[:-1]])
+
+    def body(carry, inp):
+        dh_next, dc_next = carry
+        gy, gate, c, cp, g_gate, g_cell = inp
+        i, f, g, o = jnp.split(gate, 4, axis=-1)
+        dh = gy + dh_next
+        tc = jnp.tanh(c)
+        dc = dc_next + dh * o * (1 - tc * tc)
+        if g_cell is not None:
+            dc = dc + g_cell
+        di, df, dg, do = dc * g, dc * cp, dc * i, dh * tc  # of the activated gates
+        if g_gate is not None:
+            gi, gf, gg, go = jnp.split(g_gate, 4, axis=-1)
+            di, df, dg, do = di + gi, df + gf, dg + gg, do + go
+        da = jnp.concatenate([di * i * (1 - i), df * f * (1 - f), dg * (1 - g * g), do * o * (1 - o)], -1)
+        return (jnp.matmul(da, w_hh, precision=linalg._prec()), dc * f), da
+
+    (dh0, dc0), da = jax.lax.scan(body, (g_h, g_c), (g_ys, gates, cells, c_prev, g_gates, g_cells),
+                                  reverse=not reverse)
+    prec = linalg._prec()
+    dx = jnp.matmul(da, w_ih, precision=prec)
+    dw_ih = jnp.einsum("tbg,tbi->gi", da, x, precision=prec)
+    dw_hh = jnp.einsum("tbg,tbh->gh", da, h_prev, precision=prec)
+    db = da.sum((0, 1))
+    return (dx, dh0, dc0, dw_ih, dw_hh, db if b_ih is not None else None, db if b_hh is not None else None)
+
+
+_LSTM_SAVING = Op("LstmBackward0", _lstm_fwd, _lstm_bwd, save=range(7), save_outputs=True, num_outputs=5)
+
+
 def _cell_fwd(x, h, c, w_ih, w_hh, b_ih, b_hh, *, mode):
     xw = _mm(x, w_ih)
     if b_ih is not None:
@@ -238,8 +312,11 @@ class RNNBase(Module):
                 k = layer * dirs + direction
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
                 c0 = state[1][k] if self.mode == "LSTM" else None
-                res = call(op, x, state[0][k], c0, w_ih, w_hh, b_ih, b_hh, w_hr, mask, mode=self.mode,
-                           reverse=bool(direction))
+                if self.mode == "LSTM" and w_hr is None and mask is None and x.shape[0]:
+                    res = call(_LSTM_SAVING, x, state[0][k], c0, w_ih, w_hh, b_ih, b_hh, reverse=bool(direction))
+                else:
+                    res = call(op, x, state[0][k], c0, w_ih, w_hh, b_ih, b_hh, w_hr, mask, mode=self.mode,
+                               reverse=bool(direction))
                 outs.append(res[0])
                 h_n.append(res[1])
                 if self.mode == "LSTM":

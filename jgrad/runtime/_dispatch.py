@@ -344,6 +344,9 @@ def _is_var(v):
     return not hasattr(v, "val")  # Literals carry .val; Vars (and DropVars) do not
 
 
+_LOOPS = ("scan", "while")
+
+
 def _live_invars(jaxpr, live_out=None):
     """Dead-code analysis: which invars of ``jaxpr`` the (live) outputs depend on."""
     outs = jaxpr.outvars
@@ -354,8 +357,10 @@ def _live_invars(jaxpr, live_out=None):
             continue
         inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
         inner = getattr(inner, "jaxpr", inner)
-        if (not eqn.effects and hasattr(inner, "eqns") and len(inner.invars) == len(eqn.invars)
-                and len(inner.outvars) == len(eqn.outvars)):  # pjit / closed_call: look inside
+        # pjit / closed_call: look inside. Not a loop (scan, while): its carry feeds the next iteration, so an
+        # input read only by a carry (an LSTM's recurrent weight in its backward scan) reaches every output.
+        if (not eqn.effects and hasattr(inner, "eqns") and eqn.primitive.name not in _LOOPS
+                and len(inner.invars) == len(eqn.invars) and len(inner.outvars) == len(eqn.outvars)):
             live.update(v for v, lv in zip(eqn.invars, _live_invars(inner, outs_live)) if lv and _is_var(v))
         else:
             live.update(v for v in eqn.invars if _is_var(v))
