@@ -49,6 +49,7 @@ def _ref(mode, P, x, h0, c0, layers, dirs, bias):
     return x, jnp.stack(hs), jnp.stack(cs) if cs else None
 
 
+@pytest.mark.x64  # its jax reference is float64
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 def test_first_and_second_derivatives_equal_jax(mode):
     # a bidirectional layer without bias (the bias terms' gradients: tests/test_nn_layers.py, against PyTorch)
