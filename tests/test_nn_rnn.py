@@ -1,4 +1,5 @@
-"""Recurrent layers' gradients against jax (jgrad/nn/rnn.py): jax.vjp of the same forward, and jax.grad of a plain-jax LSTM.
+"""Recurrent layers' gradients against jax (jgrad/nn/rnn.py): jax.vjp of the same forward, and jax.grad of a
+plain-jax LSTM.
 
 An LSTM without projection or packing, and a GRU without packing, keep their gates and differentiate with one
 reverse scan over them (``_lstm_bwd``, ``_gru_bwd``); first and second derivatives must equal jax's of the same
