@@ -172,9 +172,7 @@ def _issue(check, check_and, attrs, bad, t, make_error, op):
     dev = t._device
     if _segment.auto[0] and streams._current_for(dev)._capture is None:
         st = _mine()
-        prev = st.ok.get(dev)
-        if prev is None:
-            prev = _passed(dev)
+        prev = _thread_ok(st, dev)
         _shape_form(check_and, attrs, _flag_and_ok_shapes)
         flag, ok = call(check_and, prev, t.detach(), **attrs)
         _on_host(check_and, attrs, bad, fused=True)
@@ -268,15 +266,20 @@ def _pend(checks):
         return
     for c in checks:  # 1 while every pending check of the thread passed: recorded beside them, no sync
         dev = c.flag._device
-        ok = st.ok.get(dev)
         # Always CHECK_OK_AND, from a constant 1 when nothing is pending: the step after a host sync then records
         # the same structure as the steps between syncs (an input either way), so it does not compile apart.
         # The previous flag is held one step longer: a segment never donates it, as it never donates the constant,
         # so the step after a sync and the others also donate the same inputs (one executable, not two).
-        prev = st.held[dev] = ok if ok is not None else _passed(dev)
+        prev = st.held[dev] = _thread_ok(st, dev)
         _shape_form(CHECK_OK_AND, {}, _ok_and_shapes)
         st.ok[dev] = call(CHECK_OK_AND, prev, c.flag)
         _on_host(CHECK_OK_AND, {}, _ok_and_bad)
+
+
+def _thread_ok(st, dev):
+    """The thread's flag on ``dev``: 0 once one of its pending checks failed (a constant 1 while none is pending)."""
+    ok = st.ok.get(dev)
+    return ok if ok is not None else _passed(dev)
 
 
 def _ok_and_shapes(leaves):
