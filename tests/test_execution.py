@@ -7,6 +7,7 @@ import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -505,6 +506,109 @@ def test_backward_plan_declines_what_the_engine_must_report():
         z2.backward()
         with pytest.raises(RuntimeError, match="backward through the graph a second time"):
             z2.backward()
+
+
+# ---- eager mode: a repeated backward runs its plan kernel by kernel -------------------------------
+def _plan_runs(monkeypatch):
+    """Each eager plan run, from now on: True when it ran, False when it left the pass to the engine."""
+    runs = []
+    real = _backward_plan._Plan.run
+
+    def spy(self, *args):
+        res = real(self, *args)
+        runs.append(res is not NotImplemented)
+        return res
+
+    monkeypatch.setattr(_backward_plan._Plan, "run", spy)
+    _backward_plan._seen.clear()
+    _backward_plan._plans.clear()
+    return runs
+
+
+@pytest.mark.parametrize("variant", ["backward", "grad", "retain"])
+def test_eager_mode_runs_a_repeated_backward_through_its_plan(monkeypatch, variant):
+    """The second backward of a structure in eager mode runs its plan (Note [Backward plans]): the engine's results
+    bit for bit (the same kernels, the same sums in the same order), which are jax.grad's."""
+    runs = _plan_runs(monkeypatch)
+    rng = np.random.default_rng(3)
+    vals = [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (5, 3), (2, 5))]
+
+    def grads():
+        x, w1, w2 = [jg.tensor(v, requires_grad=True) for v in vals]
+        h = jg.linear(x, w1).relu()
+        y = jg.linear(h * h + h, w2).sum()  # h read twice: its gradient is a sum
+        if variant == "grad":
+            return [g.numpy() for g in jg.autograd.grad(y, [x, w2])]
+        y.backward(retain_graph=variant == "retain")
+        if variant == "retain":
+            y.backward()  # the same graph again: its plan, the saved tensors kept
+        return [t.grad.numpy() for t in (x, w1, w2)]
+
+    with jg.execution_mode("eager"):
+        monkeypatch.setattr(_backward_plan, "eager_plans", False)
+        engine = grads()
+        assert runs == []
+        monkeypatch.setattr(_backward_plan, "eager_plans", True)
+        planned = [grads() for _ in range(3)]
+    assert runs == [True] * (5 if variant == "retain" else 2)  # the first sighting ran the engine
+
+    def f(x, w1, w2):
+        h = jax.nn.relu(x @ w1.T)
+        return ((h * h + h) @ w2.T).sum()
+
+    ref = jax.grad(f, argnums=(0, 1, 2))(*vals)
+    ref = [ref[0], ref[2]] if variant == "grad" else [2 * r if variant == "retain" else r for r in ref]
+    for got in planned:
+        for g, e, r in zip(got, engine, ref):
+            assert g.tobytes() == e.tobytes()
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_eager_plan_frees_what_the_engine_frees(monkeypatch):
+    """Without retain_graph a plan's pass frees each node's saved tensors, as the engine does: an activation the
+    program let go of is gone after backward, a second backward is PyTorch's error, and .grad accumulates."""
+    runs = _plan_runs(monkeypatch)
+    with jg.execution_mode("eager"):
+        w = jg.ones(3, requires_grad=True)
+        for _ in range(3):
+            h = (w * 2.0).exp()  # saved by exp (its output) and by h * h
+            gone = weakref.ref(h._data)
+            y = (h * h).sum()
+            del h
+            y.backward()
+            assert gone() is None
+            with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                y.backward()
+    assert runs == [True, True]
+    np.testing.assert_allclose(w.grad.numpy(), 3 * 4 * np.exp(4.0) * np.ones(3), rtol=1e-6)
+
+
+def test_eager_plan_leaves_to_the_engine_what_users_can_observe(monkeypatch):
+    """An in-place write to a saved tensor, a hook or anomaly mode sends a repeated structure to the engine, which
+    reports or runs them as PyTorch does."""
+    runs = _plan_runs(monkeypatch)
+    with jg.execution_mode("eager"):
+        w = jg.ones(3, requires_grad=True)
+        for modified in (False, False, True):
+            y = w * 2
+            z = (y * y).sum()
+            if modified:
+                y.mul_(3)  # y was saved by y * y
+                with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                    z.backward()
+            else:
+                z.backward()
+        calls = []
+        for _ in range(3):
+            h = w * 3
+            h.register_hook(lambda g: calls.append(g.numpy().copy()))
+            (h * h).sum().backward()
+        with jg.autograd.detect_anomaly(check_nan=True):
+            for _ in range(2):
+                (w * 5).sum().backward()
+    assert runs == [True, False]  # the second clean pass; the modified one, declined before any kernel ran
+    assert len(calls) == 3 and all((c == np.full(3, 6.0)).all() for c in calls)
+    np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2 * 8.0 + 3 * 18.0 + 2 * 5.0))
 
 
 # ---- property: any chain of elementwise ops gives eager mode's values ---------------------------

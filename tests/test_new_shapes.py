@@ -241,6 +241,29 @@ def _bits_equal(got, ref):
     assert g.tobytes() == r.tobytes(), (g, r)  # every bit: signed zeros, NaN payloads
 
 
+def test_backward_kernels_pass_saved_scalars_as_cached_arrays(knobs):
+    """A backward kernel's saved Python scalar (``x * 2``'s 2) reaches jax.jit as the cached 0-d array, placed by
+    the saved array or else by a gradient (Note [Kernel calls]): no conversion per call, jax.jit's own result."""
+    from jgrad.core._dtype import x64_scope
+
+    _kernel_cache.interpret_max_elements = 0  # compiled at the first call
+    with x64_scope():
+        a = jnp.asarray(np.linspace(-1, 1, 5).astype(np.float32))
+
+        def body(saved, outs, g):
+            return (g[0] * saved[1] + (saved[0] if saved[0] is not None else 0), None)
+
+        k, ref = _kernel_cache.Kernel(body, tree=True), jax.jit(body)
+        passed = []
+        real = k.jit
+        k.jit = lambda *args: (passed.append(args[0]), real(*args))[1]
+        for s in (2, 2.5, -0.0, float("nan"), True) * 2:
+            for saved in ((a, s), (None, s)):
+                got, want = k(saved, (), (a,))[0], ref(saved, (), (a,))[0]
+                assert np.asarray(got).tobytes() == np.asarray(want).tobytes() and got.dtype == want.dtype
+    assert len(passed) == 20 and not [x for saved in passed for x in saved if type(x) in (int, float, bool)]
+
+
 def test_compiled_calls_key_on_avals_and_pass_scalars_as_jax_jit_would(knobs):
     """Past its first call a kernel is keyed by its arrays' avals and passes Python scalars as cached 0-d arrays
     (Note [Kernel calls]): every call, at a new shape, dtype, weak type or scalar value, gives jax.jit's own result

@@ -1,4 +1,4 @@
-"""The engine's fast path in "auto" mode: a whole backward pass recorded as one step.
+"""The engine's fast path: a whole backward pass as one planned step (recorded in "auto" mode, run in eager mode).
 
 Imports ``_dispatch`` (``OpNode``, the kernels a node reads), ``_segment``, ``_recorder``, ``_tensor``,
 ``streams`` and the engine (``GraphTask`` simulates the pass). ``jgrad/__init__`` imports it once
@@ -31,19 +31,30 @@ an earlier plan's) filled at these shapes: no new trace, yet a formula that fail
 results are sums of kernel outputs and seeds of one shape and dtype each, so recording it traces nothing (a
 GAN's first step: 16 -> 2.3 ms of plan builds, 35 traces -> 2).
 
-When it applies (else the engine runs as usual, with every semantic of engine.cpp): "auto" mode,
-no capture under way, no ``create_graph``, no anomaly mode, no stream sanitizer, no profiler observing nodes, not inside
-another backward; every node an op's ``OpNode`` or a leaf's ``AccumulateGrad``, on one stream that
-is the caller's current stream; no tensor, node, retains_grad or post-accumulate hook anywhere; no
-saved tensor modified in place, no node already freed (the engine raises those errors itself). So
-the fast path changes no result, only who computes it: the same kernels, the same sums in the
-same order, PyTorch's AccumulateGrad rules for ``.grad``.
+Eager mode: the engine's own Python is most of a small pass's time there too (~60 us a node against ~10-15 us for
+the node's kernel on the 2-core CPU). So a pass whose structure eager mode has seen before (the second backward
+of a training loop's step) runs its plan at once, kernel by kernel (``_Plan.run``): each node's kernel called as
+``OpNode.apply`` calls it, the gradients summed in the engine's order by the same XLA add, each node's saved
+tensors freed and each gradient dropped once used (the engine's memory profile), ``.grad`` set by AccumulateGrad's
+rules. A structure seen once costs only its key (its first pass runs the engine); ``eager_plans = False`` turns
+this off. The results are the engine's bit for bit (tests/test_execution.py); what differs is only a kernel that
+raises mid-pass: no leaf's ``.grad`` has changed yet (docs/differences.md).
+
+When it applies (else the engine runs as usual, with every semantic of engine.cpp): "auto" mode (or eager mode,
+at a structure's second pass), no capture under way, no ``create_graph``, no anomaly mode, no stream sanitizer,
+no profiler observing nodes, not inside another backward; every node an op's ``OpNode`` or a leaf's
+``AccumulateGrad``, on one stream that is the caller's current stream; no tensor, node, retains_grad or
+post-accumulate hook anywhere; no saved tensor modified in place, no node already freed (the engine raises those
+errors itself); every gradient, seeds included, of the shape and dtype its consumer expects (else
+``validate_outputs`` would reduce or cast it). So the fast path changes no result, only who computes it: the same
+kernels, the same sums in the same order, PyTorch's AccumulateGrad rules for ``.grad``.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import operator
+from weakref import ref as _weakref
 
 import jax
 import jax.numpy as jnp
@@ -57,14 +68,20 @@ from ..autograd import engine as _engine_mod
 from ..autograd.engine import GraphTask, _tls, _trimming, node_observers
 from ..autograd.grad_mode import state as _state
 from ..autograd.node import _SECOND_BACKWARD, AccumulateGrad, GraphRoot, SavedVariable
-from ..streams import _current_for, _san, active_captures as _active_captures
+from ..streams import _current_for, _prune, _san, active_captures as _active_captures
+from ..core._dtype import x64_scope as _x64
 
 #: Plans kept before the cache starts afresh.
 max_plans = 10_000
 #: Turn the fast path off (the engine then runs every backward node by node in "auto" mode too).
 enabled = True
 
+#: Eager mode runs a backward whose structure it has seen before through its plan, kernel by kernel (Note [Backward
+#: plans]); False leaves every eager backward to the engine.
+eager_plans = True
+
 _plans: dict = {}
+_seen: set = set()  # eager mode: the hashes of the structures seen once (a plan is built at the second)
 _auto = _segment.auto
 _SKIP = object()  # the plan of a structure the fast path declines (e.g. the engine would raise)
 
@@ -138,30 +155,44 @@ def _structure_key(nodes, root_edges, outputs, accumulate_grad):
 
 
 _seq_nr = operator.attrgetter("sequence_nr")
+_add = jax.jit(operator.add)  # the engine's sum of two gradients (InputBuffer.add: jgrad's add kernel), as one call
 
 
 def try_execute(engine, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):
     """Run the backward pass through a plan, or return NotImplemented (the engine then runs it)."""
-    if not (_auto[0] and enabled) or create_graph or _state.anomaly_enabled or node_observers or _san[0] \
-            or _tls.graph_task is not None or not root_edges:
+    auto = _auto[0]
+    if not (enabled if auto else eager_plans) or create_graph or _state.anomaly_enabled or node_observers \
+            or _san[0] or _tls.graph_task is not None or not root_edges:
         return NotImplemented
     stream = root_edges[0][0]._stream
     if stream is None or stream._capture is not None or _active_captures or _current_for(stream.device) is not stream:
         return NotImplemented  # a capture records the engine's nodes itself
-    for g in grads:
+    for g, (fn, nr) in zip(grads, root_edges):
         if g is None or g._stream not in (stream, None):
             return NotImplemented
+        m = fn.input_metadata[nr]
+        if g.shape != tuple(m.shape) or g.dtype != m.dtype:
+            return NotImplemented  # a seed validate_outputs would reduce or cast
     nodes = _walk(root_edges, stream)
     if nodes is None:
         return NotImplemented
     key, rank = _structure_key(nodes, root_edges, outputs, accumulate_grad)
     plan = _plans.get(key)
     if plan is None:
+        if not auto:  # eager mode: a structure pays for its plan once it repeats
+            h = hash(key)  # (a collision only builds a plan one pass early: the plan is of this graph)
+            if h not in _seen:
+                if len(_seen) >= max_plans:
+                    _seen.clear()
+                _seen.add(h)
+                return NotImplemented
         if len(_plans) >= max_plans:
             _plans.clear()
         plan = _plans[key] = _Plan.build(engine, root_edges, grads, outputs, accumulate_grad, nodes, rank)
     if plan is _SKIP:
         return NotImplemented
+    if not auto:
+        return plan.run(nodes, grads, keep_graph, stream)
     args = plan.arguments(nodes)
     if args is None:
         return NotImplemented
@@ -175,7 +206,7 @@ def try_execute(engine, root_edges, grads, keep_graph, create_graph, accumulate_
 class _Plan:
     """One structure's backward: the steps (kernels and where their gradients come from), as one function."""
 
-    __slots__ = ("steps", "executed", "leaves", "captured", "kernels", "out_avals", "fn")
+    __slots__ = ("steps", "executed", "leaves", "captured", "kernels", "out_avals", "fn", "frees", "unstepped")
 
     @classmethod
     def build(cls, engine, root_edges, grads, outputs, accumulate_grad, nodes, rank):
@@ -194,6 +225,18 @@ class _Plan:
                         for r, m, _, _ in self.steps]
         self.out_avals = sim.out_avals  # per step: its kernel's outputs' avals (None: no gradient)
         self.fn = self._function()
+        last = {}  # a kernel output -> the step that reads it last (a run op by op drops it then, as the engine does)
+        for j, (_, _, _, ins) in enumerate(self.steps):
+            for c in ins:
+                if type(c) is list:
+                    for v in c:
+                        if v[0] == "out":
+                            last[v] = j
+        self.frees = [[] for _ in self.steps]
+        for v, j in last.items():
+            self.frees[j].append(v)
+        stepped = {r for r, _, _, _ in self.steps}
+        self.unstepped = [r for r in self.executed if r not in stepped]  # run, no kernel (no gradient needed)
 
     def _function(self):
         steps, kernels = self.steps, self.kernels
@@ -257,7 +300,45 @@ class _Plan:
                 outs_all.append(())
         return (saved_all, outs_all)
 
-    def finish(self, nodes, res, keep_graph, stream):
+    def run(self, nodes, grads, keep_graph, stream):
+        """Eager mode: the pass now, each node's kernel called as ``OpNode.apply`` calls it, the same sums in the
+        same order; each node's saved tensors are freed and each gradient dropped once used, as the engine does.
+        NotImplemented when a saved tensor was modified in place (the engine raises that error itself)."""
+        args = self.arguments(nodes)
+        if args is None:
+            return NotImplemented
+        saved_all, outs_all = args
+        seeds = [g._fresh()._data for g in grads]
+        vals = {}
+
+        def value(contribs):
+            c = contribs[0]
+            v = vals[c] if c[0] != "seed" else seeds[c[1]]
+            for c in contribs[1:]:
+                v = _add(v, vals[c] if c[0] != "seed" else seeds[c[1]])
+            return v
+
+        pending = stream._pending
+        release = not keep_graph
+        with _x64():
+            for j, (kernel, (r, _, _, ins), frees) in enumerate(zip(self.kernels, self.steps, self.frees)):
+                g = tuple([value(c) if type(c) is list else jnp.zeros(c[0], c[1]) for c in ins])
+                res = kernel(saved_all[j], outs_all[j], g)
+                saved_all[j] = outs_all[j] = g = None
+                if release:
+                    nodes[r].release_variables()
+                for p, a in enumerate(res):
+                    if a is not None:
+                        vals[("out", j, p)] = a
+                        pending.append(_weakref(a))
+                for v in frees:
+                    del vals[v]
+            out = [value(c) for _, c in self.leaves] + [value(c) for c in self.captured if c]
+        if len(pending) > stream._prune_at:
+            _prune(stream)
+        return self.finish(nodes, out, keep_graph, stream, self.unstepped)
+
+    def finish(self, nodes, res, keep_graph, stream, to_release=None):
         """AccumulateGrad's rules for every leaf, the ``grad()`` results, then free the saved tensors."""
         dev = stream.device
         prev = _state.grad_enabled
@@ -287,7 +368,7 @@ class _Plan:
             else:
                 out.append(None)
         if not keep_graph:
-            for r in self.executed:
+            for r in self.executed if to_release is None else to_release:
                 nodes[r].release_variables()
         return out
 
@@ -433,6 +514,11 @@ class _Simulation:
                                                           [_Abstract(a) for a in g_avals])
             else:  # no saved tensor: nothing to version-check (a trace would say so; not cached: a flag is
                 reads = (tuple([False] * len(fn_saved or ())), ())  # only read for a SavedVariable)
+        for e, r in zip(edges, res if pos is None else [res[p] for p in pos]):
+            if e is not None and r is not None:
+                m = e[0].input_metadata[e[1]]
+                if tuple(r.shape) != tuple(m.shape) or r.dtype != m.dtype.np:
+                    raise _Decline(f"{fn.name()} gives a gradient that validate_outputs would reduce or cast")
         j = len(self.steps)
         self.steps.append((self.rank[fn], mask, reads, ins))
         self.out_avals.append(res)

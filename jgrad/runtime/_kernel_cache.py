@@ -55,7 +55,8 @@ Every eager op and backward node calls a ``Kernel``; once its shape has compiled
   uncommitted array on that device with the aval jax.jit gives the scalar (int64 and float64 weakly typed, bool
   strong): the same trace, the same program, the same placement (an uncommitted input goes where the call runs) and
   the same bits. Its calls, background compiles and traces all pass them so (``_jit_call``), so a shape compiles
-  one executable. Floats are keyed by value, zeros and NaNs by their bits; the cache holds at most 1024 values.
+  one executable; a backward kernel does the same for the scalars among its saved values (``_tree_scalar_arrays``).
+  Floats are keyed by value, zeros and NaNs by their bits; the cache holds at most 1024 values.
 """
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ class Kernel:
         key = _tree_key(args)  # where the Nones sit is part of it, as for jax.jit
         st = self._shapes.get(key)
         if st is _COMPILED:
-            return self.jit(*args)
+            return self.jit(*(_tree_scalar_arrays(args) or args))
         leaves, treedef = jax.tree_util.tree_flatten(args)
         for a in leaves:
             t = type(a)
@@ -202,13 +203,12 @@ class Kernel:
         return self._new_shape(key, st, args, leaves)
 
     def _jit_call(self, args):
-        held = None if self.tree else _scalar_arrays(args)
-        return self.jit(*(held or args))
+        return self.jit(*self._as_called(args))
 
     def _as_called(self, args):
         """What jax.jit gets for these concrete arguments: Python scalars as cached 0-d arrays (Note [Kernel calls]).
         Every call, background compile and trace of a new shape passes them so: a shape has one executable."""
-        return args if self.tree else (_scalar_arrays(args) or args)
+        return (_tree_scalar_arrays(args) if self.tree else _scalar_arrays(args)) or args
 
     def _new_shape(self, sig, st, args, leaves):
         if st is _FRESH:  # compiled in the background: this call puts the executable in the jax.jit's cache
@@ -422,6 +422,39 @@ def _scalar_arrays(args):
                     return None
         out.append(a)
     return out
+
+
+def _tree_scalar_arrays(args):
+    """``_scalar_arrays`` of a tree kernel's arguments, or None: a backward kernel's Python scalars are among its
+    saved values (``x * 2``'s 2, its first argument), which then cost no conversion per backward. Its first array
+    places them, else its other arguments' first (its gradients: arrays or None)."""
+    saved = args[0]
+    if type(saved) is not tuple:
+        return None
+    for a in saved:
+        if type(a) in _SCALARS:
+            break
+    else:
+        return None
+    probe = [a for a in saved if a is not None]
+    if type(probe[0]) is not _Array:
+        for g in args[1:]:
+            for a in (g if type(g) is tuple else (g,)):
+                if type(a) is _Array:
+                    probe.insert(0, a)
+                    break
+            if type(probe[0]) is _Array:
+                break
+        else:
+            return None
+        held = _scalar_arrays(probe)
+        held = held[1:] if held is not None else None
+    else:
+        held = _scalar_arrays(probe)
+    if held is None:
+        return None
+    it = iter(held)
+    return (tuple([None if a is None else next(it) for a in saved]),) + tuple(args[1:])
 
 
 def _scalar_array(a, dev, k):
