@@ -232,9 +232,11 @@ class _Plan:
                     for v in c:
                         if v[0] == "out":
                             last[v] = j
+        kept = {v for _, c in self.leaves for v in c} | {v for c in self.captured if c for v in c}
         self.frees = [[] for _ in self.steps]
         for v, j in last.items():
-            self.frees[j].append(v)
+            if v not in kept:  # (a gradient grad() returns may also flow on, to inputs= beyond it)
+                self.frees[j].append(v)
         stepped = {r for r, _, _, _ in self.steps}
         self.unstepped = [r for r in self.executed if r not in stepped]  # run, no kernel (no gradient needed)
 
