@@ -585,6 +585,23 @@ def test_eager_plan_frees_what_the_engine_frees(monkeypatch):
     np.testing.assert_allclose(w.grad.numpy(), 3 * 4 * np.exp(4.0) * np.ones(3), rtol=1e-6)
 
 
+def test_eager_plan_of_a_graph_recorded_in_auto_mode(monkeypatch):
+    """A graph recorded in "auto" mode and differentiated in eager mode before it ran: the plan reads its saved
+    values (running the segment), as the engine does, and gives jax.grad's gradients."""
+    runs = _plan_runs(monkeypatch)
+    v = np.array([0.5, -1.0, 0.25], np.float32)
+    w = jg.tensor(v, requires_grad=True)
+    for _ in range(3):
+        with jg.execution_mode("auto"):
+            h = (w * 3).tanh()
+            y = (h * h).sum()
+        with jg.execution_mode("eager"):
+            y.backward()
+    assert runs == [True, True]
+    ref = jax.grad(lambda w: (jnp.tanh(w * 3) ** 2).sum())(v)
+    np.testing.assert_allclose(w.grad.numpy(), 3 * np.asarray(ref), rtol=1e-5)
+
+
 def test_eager_plan_leaves_to_the_engine_what_users_can_observe(monkeypatch):
     """An in-place write to a saved tensor, a hook or anomaly mode sends a repeated structure to the engine, which
     reports or runs them as PyTorch does."""

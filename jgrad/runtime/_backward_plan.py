@@ -62,7 +62,8 @@ import jax.numpy as jnp
 from . import _segment
 from ._tape import hooked_saves as _hooked_saves
 from ..core._recorder import _eval_shape, _tree_flatten, _tree_unflatten
-from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads
+from ._dispatch import OpNode, _KERNEL_READS, _kernel_reads, _run_with_buffers
+from ._capture import concrete
 from ..core._tensor import Tensor
 from ..autograd import engine as _engine_mod
 from ..autograd.engine import GraphTask, _tls, _trimming, node_observers
@@ -310,7 +311,7 @@ class _Plan:
         if args is None:
             return NotImplemented
         saved_all, outs_all = args
-        seeds = [g._fresh()._data for g in grads]
+        seeds = concrete([g._fresh()._data for g in grads])  # (an "auto" mode tensor not run yet: its value)
         vals = {}
 
         def value(contribs):
@@ -325,7 +326,10 @@ class _Plan:
         with _x64():
             for j, (kernel, (r, _, _, ins), frees) in enumerate(zip(self.kernels, self.steps, self.frees)):
                 g = tuple([value(c) if type(c) is list else jnp.zeros(c[0], c[1]) for c in ins])
-                res = kernel(saved_all[j], outs_all[j], g)
+                try:
+                    res = kernel(saved_all[j], outs_all[j], g)
+                except TypeError:  # saved by "auto" mode and not run yet: their values (as OpNode.apply)
+                    res = _run_with_buffers(kernel, (saved_all[j], outs_all[j], g), stream)
                 saved_all[j] = outs_all[j] = g = None
                 if release:
                     nodes[r].release_variables()
