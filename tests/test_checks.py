@@ -314,3 +314,35 @@ def test_auto_mode_records_a_check_and_its_and_as_one_step():
     bce = [-(np.log(1 - q[0]) + np.log(q[1])) / 2 for q in p]
     np.testing.assert_allclose(want, [sum(bce)] * 2, rtol=1e-6)  # the failing step added nothing
     assert _checks.pending_count() == 0
+
+
+@pytest.mark.one_execution_mode
+@pytest.mark.parametrize("mode", ["eager", "auto"])
+def test_views_of_host_memory_are_checked_at_the_op(mode):
+    """A view of a CPU tensor's storage (a language model's ``source[i:i + n]``, a transposed or reshaped one) is
+    checked with NumPy at the op even when "auto" mode records the view: PyTorch's error there, no flag pending
+    and so no gate of the step's writes; a view of storage with a write still pending is checked on the device."""
+    source = jg.tensor(np.arange(24).reshape(6, 4) % 5)
+    w = jg.nn.Embedding(5, 3)
+    with jg.execution_mode(mode):
+        for idx in (source[1:4], source[2:5].t(), source[::2, 1:].reshape(-1), source[3]):
+            before = jg.graphs.segment_cache_info().ops
+            out = F.embedding(idx, w.weight)
+            assert _checks.pending_count() == 0
+            if mode == "auto":
+                assert jg.graphs.segment_cache_info().ops - before == 1  # the lookup: no check recorded
+            np.testing.assert_array_equal(out.detach().numpy(), w.weight.detach().numpy()[idx.numpy()])
+        bad = source * 2  # values up to 8 (pending in "auto" mode)
+        with pytest.raises(IndexError, match="index out of range in self"):
+            F.embedding(jg.tensor(np.arange(24).reshape(6, 4))[2:4], w.weight)
+        assert _checks.pending_count() == 0
+        view = bad[1:3]
+        if mode == "auto":  # its storage is pending work: a device-side check, reported at the next read
+            out = F.embedding(view, w.weight)
+            assert _checks.pending_count() == 1
+            with pytest.raises(IndexError, match="index out of range in self"):
+                out.sum().item()
+        else:
+            with pytest.raises(IndexError, match="index out of range in self"):
+                F.embedding(view, w.weight)
+    assert _checks.pending_count() == 0

@@ -19,8 +19,9 @@ When it is reported: at the next host read of a value (``item``, ``tolist``, ``n
 printing, a copy to the CPU), ``synchronize()`` of a stream, an event or the device, or a DLPack export,
 by the thread that issued the op (each thread has its own pending checks: another thread's reads never
 raise it, and the issuing thread's next read always does). Index tensors whose values already sit in
-host memory (a CPU tensor that is not pending work) are checked at the op, with NumPy, and raise there,
-as PyTorch's CPU kernels do. The error is PyTorch's (its type and wording), followed by where the op was
+host memory (a CPU tensor that is not pending work, or a view of one's storage, even one "auto" mode
+recorded) are checked at the op, with NumPy, and raise there, as PyTorch's CPU kernels do: no flag, so no
+gate of the step's writes (which cost a hot LSTM language model step half its time). The error is PyTorch's (its type and wording), followed by where the op was
 issued and where the failure was noticed.
 
 What a failed check gates: in "auto" mode each thread keeps, per device, one flag that is 0 once any of
@@ -144,8 +145,8 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     device or still pending are checked beside the kernel and reported at the next host sync.
     """
     d = index._fresh()._data
-    if index._device.type == "cpu" and isinstance(d, jax.Array) and not _is_tracer(d):
-        a = np.asarray(d)  # host memory: waits for the producer, no transfer
+    a = _host_values(index, d) if index._device.type == "cpu" else None
+    if a is not None:
         bad = (a < low) | (a >= high)
         if ignore is not None:
             bad &= a != ignore
@@ -156,6 +157,27 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
         return  # inside a jax transformation (functionalize): nothing can be reported
     _issue(RANGE_CHECK, RANGE_CHECK_AND, dict(low=int(low), high=int(high), ignore=ignore), _range_bad, index,
            make_error, op)
+
+
+def _host_values(t, d):
+    """The values of CPU tensor ``t`` (its array ``d``) as NumPy when they sit in host memory now, else None: an
+    array that is not pending work (reading it waits for its producer, no transfer), or a view whose storage is
+    such an array ("auto" mode records the view, yet its elements are there: a language model's
+    ``source[i:i + n]``), read through the view's geometry."""
+    if isinstance(d, jax.Array) and not _is_tracer(d):
+        return np.asarray(d)
+    alias = t._alias
+    if alias is None:
+        return None
+    root = alias.storage.root._data
+    if not isinstance(root, jax.Array) or _is_tracer(root):
+        return None  # (a pending write to the storage: its new elements are not there yet)
+    flat = np.asarray(root).reshape(-1)  # the root is contiguous: an element's address is its flat index
+    g = alias.geom
+    if not g.steps:
+        return flat.reshape(g.shape)
+    return np.lib.stride_tricks.as_strided(flat[g.offset:], g.shape, [s * flat.itemsize for s in g.strides],
+                                           writeable=False)
 
 
 def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
