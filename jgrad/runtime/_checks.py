@@ -21,8 +21,8 @@ by the thread that issued the op (each thread has its own pending checks: anothe
 raise it, and the issuing thread's next read always does). Index tensors whose values already sit in
 host memory (a CPU tensor that is not pending work, or a view of one's storage, even one "auto" mode
 recorded) are checked at the op, with NumPy, and raise there, as PyTorch's CPU kernels do: no flag, so no
-gate of the step's writes (which cost a hot LSTM language model step half its time). The error is PyTorch's (its type and wording), followed by where the op was
-issued and where the failure was noticed.
+gate of the step's writes (which cost a hot LSTM language model step half its time). The error is
+PyTorch's (its type and wording), followed by where the op was issued and where the failure was noticed.
 
 What a failed check gates: in "auto" mode each thread keeps, per device, one flag that is 0 once any of
 its pending checks failed (each check records ``RANGE_CHECK_AND``/``VALUE_CHECK_AND``, its flag and the AND
