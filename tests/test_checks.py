@@ -316,6 +316,7 @@ def test_auto_mode_records_a_check_and_its_and_as_one_step():
     assert _checks.pending_count() == 0
 
 
+@pytest.mark.cpu_only("host memory: a GPU tensor's values are checked on the device")
 @pytest.mark.one_execution_mode
 @pytest.mark.parametrize("mode", ["eager", "auto"])
 def test_views_of_host_memory_are_checked_at_the_op(mode):
