@@ -196,7 +196,7 @@ def _issue(check, check_and, attrs, bad, t, make_error, op):
         st = _mine()
         prev = _thread_ok(st, dev)
         _shape_form(check_and, attrs, _flag_and_ok_shapes)
-        flag, ok = call(check_and, prev, t.detach(), **attrs)
+        flag, ok = call(check_and, prev, t, **attrs)  # (not differentiable: no node, so no detach's alias)
         _on_host(check_and, attrs, bad, fused=True)
         pending = PendingCheck(flag, make_error, op, streams._user_site())
         with _lock:
@@ -204,7 +204,7 @@ def _issue(check, check_and, attrs, bad, t, make_error, op):
         st.held[dev], st.ok[dev] = prev, ok  # (held: see _pend)
         return
     _shape_form(check, attrs, _flag_shapes)
-    flag = call(check, t.detach(), **attrs)
+    flag = call(check, t, **attrs)
     _on_host(check, attrs, bad)
     _register(PendingCheck(flag, make_error, op, streams._user_site()), flag)
 
