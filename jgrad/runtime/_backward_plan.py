@@ -159,6 +159,15 @@ _seq_nr = operator.attrgetter("sequence_nr")
 _add = jax.jit(operator.add)  # the engine's sum of two gradients (InputBuffer.add: jgrad's add kernel), as one call
 
 
+def _summed(contribs, vals, seeds, add):
+    """An input gradient: its contributions (kernel outputs in ``vals``, or seeds) summed in the engine's order."""
+    c = contribs[0]
+    v = vals[c] if c[0] != "seed" else seeds[c[1]]
+    for c in contribs[1:]:
+        v = add(v, vals[c] if c[0] != "seed" else seeds[c[1]])
+    return v
+
+
 def try_execute(engine, root_edges, grads, keep_graph, create_graph, accumulate_grad, outputs):
     """Run the backward pass through a plan, or return NotImplemented (the engine then runs it)."""
     auto = _auto[0]
@@ -247,20 +256,15 @@ class _Plan:
 
         def backward_pass(saved, saved_out, seeds):
             vals = {}
-
-            def value(contribs):
-                v = vals[contribs[0]] if contribs[0][0] != "seed" else seeds[contribs[0][1]]
-                for c in contribs[1:]:
-                    v = v + (vals[c] if c[0] != "seed" else seeds[c[1]])
-                return v
-
             for j, (kernel, (_, _, _, ins)) in enumerate(zip(kernels, steps)):
-                g = tuple(value(c) if type(c) is list else jnp.zeros(c[0], c[1]) for c in ins)
+                g = tuple(_summed(c, vals, seeds, operator.add) if type(c) is list else jnp.zeros(c[0], c[1])
+                          for c in ins)
                 res = kernel(saved[j], saved_out[j], g)
                 for p, r in enumerate(res):
                     if r is not None:
                         vals[("out", j, p)] = r
-            return tuple(value(c) for _, c in leaves) + tuple(value(c) for c in captured)
+            return tuple(_summed(c, vals, seeds, operator.add) for _, c in leaves) + tuple(
+                _summed(c, vals, seeds, operator.add) for c in captured)
 
         backward_pass.__name__ = f"backward_pass_of_{len(steps)}_nodes"
         backward_pass.n_ops = len(steps)  # what its compile costs is that of its nodes' kernels (``_segment``)
@@ -315,11 +319,7 @@ class _Plan:
         vals = {}
 
         def value(contribs):
-            c = contribs[0]
-            v = vals[c] if c[0] != "seed" else seeds[c[1]]
-            for c in contribs[1:]:
-                v = _add(v, vals[c] if c[0] != "seed" else seeds[c[1]])
-            return v
+            return _summed(contribs, vals, seeds, _add)
 
         pending = stream._pending
         release = not keep_graph

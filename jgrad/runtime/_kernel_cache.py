@@ -436,24 +436,15 @@ def _tree_scalar_arrays(args):
             break
     else:
         return None
-    probe = [a for a in saved if a is not None]
-    if type(probe[0]) is not _Array:
-        for g in args[1:]:
-            for a in (g if type(g) is tuple else (g,)):
-                if type(a) is _Array:
-                    probe.insert(0, a)
-                    break
-            if type(probe[0]) is _Array:
-                break
-        else:
+    place = next((a for a in saved if type(a) is _Array), None)
+    if place is None:  # no saved array: a gradient's device
+        place = next((a for g in args[1:] for a in (g if type(g) is tuple else (g,)) if type(a) is _Array), None)
+        if place is None:
             return None
-        held = _scalar_arrays(probe)
-        held = held[1:] if held is not None else None
-    else:
-        held = _scalar_arrays(probe)
+    held = _scalar_arrays([place] + [a for a in saved if a is not None])
     if held is None:
         return None
-    it = iter(held)
+    it = iter(held[1:])
     return (tuple([None if a is None else next(it) for a in saved]),) + tuple(args[1:])
 
 
