@@ -14,7 +14,9 @@ def _np(t):
     return np.asarray(t.detach().numpy())
 
 
-def test_a_view_runs_no_kernel_until_read_and_then_reads_the_newest_memory():
+def test_a_view_of_a_large_tensor_runs_no_kernel_until_read_and_then_reads_the_newest_memory(monkeypatch):
+    from jgrad.runtime import _views
+    monkeypatch.setattr(_views, "EAGER_VIEW_MAX", 4)  # this 12-element tensor counts as large
     x = jg.tensor(np.arange(12.0).reshape(3, 4))
     v = x.t()[1:3]            # a chain of two views: in eager mode nothing runs yet
     # ("auto" mode records the view's read at once: a recorded step reads its views, and a compiled segment
@@ -23,6 +25,19 @@ def test_a_view_runs_no_kernel_until_read_and_then_reads_the_newest_memory():
     assert v.shape == (2, 3) and v.dtype is x.dtype
     x.add_(100.0)             # written before the view was ever read
     np.testing.assert_array_equal(_np(v), (np.arange(12.0).reshape(3, 4) + 100).T[1:3])
+
+
+def test_a_view_of_a_small_tensor_is_read_when_made_and_then_follows_writes():
+    x = jg.tensor(np.arange(12.0).reshape(3, 4))
+    v = x.t()[1:3]
+    assert v._data is not None                 # computed at once, in both modes
+    rows = list(jg.tensor(np.arange(6.0).reshape(3, 2)))
+    assert all(r._data is not None for r in rows)  # unbind's rows: one op for all of them
+    x.add_(100.0)             # the write reaches the view made before it
+    assert v._data is None    # stale: read again from the storage when next used
+    np.testing.assert_array_equal(_np(v), (np.arange(12.0).reshape(3, 4) + 100).T[1:3])
+    v.mul_(2.0)               # and a write through it reaches the base
+    np.testing.assert_array_equal(_np(x)[:, 1:3], 2 * (np.arange(12.0).reshape(3, 4) + 100)[:, 1:3])
 
 
 def test_a_storage_is_dropped_once_nothing_else_aliases_it():
