@@ -202,7 +202,6 @@ def test_validation_errors():
            (lambda L, T: L.Uniform(T([1.0]), T([0.0])), "Expected parameter low (Tensor of shape (1,))"),
            (lambda L, T: L.Categorical(T(SIMPLEX)).log_prob(T([3, 0])), "Expected value argument"),
            (lambda L, T: L.Categorical(T(SIMPLEX)).log_prob(T([0, -1])), "Expected value argument"),
-           (lambda L, T: L.Binomial(2, T([0.5])).log_prob(T([3])), "Expected value argument"),
            (lambda L, T: L.Bernoulli(), "Either `probs` or `logits` must be specified, but not both."),
            (lambda L, T: L.MultivariateNormal(T([0.0])), "Exactly one of covariance_matrix or precision_matrix"),
            (lambda L, T: L.Independent(L.Normal(T([0.0]), T([1.0])), 2), "Expected reinterpreted_batch_ndims <= "),
