@@ -33,6 +33,9 @@ def test_a_view_of_a_small_tensor_is_read_when_made_and_then_follows_writes():
     assert v._data is not None                 # computed at once, in both modes
     rows = list(jg.tensor(np.arange(6.0).reshape(3, 2)))
     assert all(r._data is not None for r in rows)  # unbind's rows: one op for all of them
+    many = list(jg.tensor(np.arange(100.0)))       # more than 64 rows: lazy in eager mode (one read kernel for all)
+    assert (many[0]._data is None) == (jg.get_execution_mode() == "eager")
+    assert [float(r) for r in many[::33]] == [0.0, 33.0, 66.0, 99.0]
     x.add_(100.0)             # the write reaches the view made before it
     assert v._data is None    # stale: read again from the storage when next used
     np.testing.assert_array_equal(_np(v), (np.arange(12.0).reshape(3, 4) + 100).T[1:3])

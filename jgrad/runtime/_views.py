@@ -270,7 +270,9 @@ def view_multi(src, pieces, name):
     src_alias = alias_of(src)
     op_pieces = tuple(((step,), tuple(dyn)) for step, dyn, *_ in pieces)
     dt = src.dtype.np
-    if _read_now(src):  # one op now for every piece (``unbind``'s rows: one kernel, not one read per row)
+    if _read_now(src) and (_dispatch._auto[0] or len(pieces) <= 64):
+        # one op now for every piece (``unbind``'s rows: one kernel, not one read per row); a kernel with more
+        # outputs than that would cost its compile, where lazy pieces share one read kernel
         outs = _dispatch.call(_multi_op(name), src, pieces=op_pieces)
         for out, (_, _, shape, _, _) in zip(outs, pieces):
             out._aval = _aval(tuple(shape), dt)
