@@ -210,19 +210,21 @@ def _aval(shape, dtype):
 EAGER_VIEW_MAX = 1 << 16
 
 
-def _read_now(src) -> bool:
-    """Whether a view of ``src`` is computed when made, by one op through the door, rather than lazily.
+def _read_now(src, outputs=1) -> bool:
+    """Whether a view of ``src`` (``outputs`` views of it made by one op) is computed when made, by one op through
+    the door, rather than lazily.
 
     While "auto" mode records: always. A lazy view would cost a node now and a recorded read later, and in a
     recorded step a view is almost always read; a compiled segment drops a read nobody uses. In eager mode: for a
     small source whose value is a concrete array (tracers and pending values stay lazy). A view that is read
-    then costs ~6% less host time (instructions, ``x.unsqueeze(0) + 1``), and iterating over a tensor's rows ~30%
+    then costs ~5% less host time (instructions, ``x.unsqueeze(0) + 1``), and iterating over a tensor's rows ~30%
     less (``unbind``: one kernel for every row, not a read per row); a view never read costs ~2x a lazy one. A
-    large source stays lazy: a view that is never read (``x[0].fill_(1)``) copies nothing."""
+    large source stays lazy: a view that is never read (``x[0].fill_(1)``) copies nothing; so do more than 64
+    views made at once, whose one kernel would cost its compile where lazy views share one read kernel."""
     if _dispatch._auto[0]:
         return True
     d = src._data
-    return type(d) is _Array and d.size <= EAGER_VIEW_MAX
+    return type(d) is _Array and d.size <= EAGER_VIEW_MAX and outputs <= 64
 
 
 def view(src, step, dyn, name, shape, strides, offset):
@@ -270,9 +272,7 @@ def view_multi(src, pieces, name):
     src_alias = alias_of(src)
     op_pieces = tuple(((step,), tuple(dyn)) for step, dyn, *_ in pieces)
     dt = src.dtype.np
-    if _read_now(src) and (_dispatch._auto[0] or len(pieces) <= 64):
-        # one op now for every piece (``unbind``'s rows: one kernel, not one read per row); a kernel with more
-        # outputs than that would cost its compile, where lazy pieces share one read kernel
+    if _read_now(src, len(pieces)):  # one op now for every piece (``unbind``'s rows)
         outs = _dispatch.call(_multi_op(name), src, pieces=op_pieces)
         for out, (_, _, shape, _, _) in zip(outs, pieces):
             out._aval = _aval(tuple(shape), dt)
