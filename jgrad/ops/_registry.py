@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from ..core._tensor import Tensor
+from ..runtime._checks import host_values  # noqa: F401  (the ops' value checks read host memory through it)
 
 TENSOR_METHODS: dict = {}
 
@@ -112,17 +113,6 @@ def expect_tensor(x, name, arg="input", pos=1):
         where = f" (position {pos})" if pos else ""
         raise TypeError(f"{name}(): argument '{arg}'{where} must be Tensor, not {type_name(x)}")
     return x
-
-
-def host_values(t):
-    """The values of ``t`` as a NumPy array when they are already in host memory (a CPU tensor holding a
-    computed or computing array), else None: a pending result of "auto" mode, a captured buffer or a GPU tensor.
-    Value checks that PyTorch makes on the CPU (``binary_cross_entropy``'s range, integer division by zero) use
-    it: reading host memory costs no device sync; the GPU case is left to device-side checks."""
-    d = t._data
-    if t._device.type != "cpu" or not isinstance(d, jax.Array) or isinstance(d, jax.core.Tracer):
-        return None
-    return np.asarray(d)
 
 
 # ---- sizes ---------------------------------------------------------------------------

@@ -148,7 +148,7 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     device or still pending are checked beside the kernel and reported at the next host sync.
     """
     d = index._fresh()._data
-    a = _host_values(index, d) if index._device.type == "cpu" else None
+    a = host_values(index)
     if a is not None:
         if ignore is None and a.size <= _SMALL:  # a few indices: Python's min/max cost ~1 us, NumPy's ops ~5 us
             flat = a.ravel().tolist()
@@ -166,11 +166,16 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
            make_error, op)
 
 
-def _host_values(t, d):
-    """The values of CPU tensor ``t`` (its array ``d``) as NumPy when they sit in host memory now, else None: an
-    array that is not pending work (reading it waits for its producer, no transfer), or a view whose storage is
-    such an array ("auto" mode records the view, yet its elements are there: a language model's
-    ``source[i:i + n]``), read through the view's geometry."""
+def host_values(t):
+    """The values of ``t`` as NumPy when they sit in host memory now, else None (a GPU tensor, a pending result of
+    "auto" mode, a captured buffer: those are checked on the device). In host memory: a CPU tensor's array that is
+    not pending work (reading it waits for its producer, no transfer), or a view whose storage is such an array
+    ("auto" mode records the view, yet its elements are there: a language model's ``source[i:i + n]``), read
+    through the view's geometry. Value checks that PyTorch makes on the CPU use it (index ranges here;
+    ``binary_cross_entropy``'s range, integer division by zero and distributions' constraints in the ops)."""
+    if t._device.type != "cpu":
+        return None
+    d = t._data
     if isinstance(d, jax.Array) and not _is_tracer(d):
         return np.asarray(d)
     alias = t._alias
