@@ -50,7 +50,7 @@ MODES = ("eager", "auto")
 # The test files that run in both execution modes by default: those about how an op runs, records, compiles,
 # captures, aliases or fails, and whole programs. The others test the op library itself.
 BOTH_MODES_IN_CI = {
-    "test_anomaly.py", "test_checks.py", "test_compile_api.py", "test_distributed.py", "test_engine.py",
+    "test_anomaly.py", "test_bounds.py", "test_checks.py", "test_compile_api.py", "test_distributed.py", "test_engine.py",
     "test_errors.py", "test_execution.py", "test_failsafe.py", "test_function.py", "test_gpt_example.py",
     "test_graphs.py", "test_hooks.py", "test_inplace.py", "test_interop_dlpack.py", "test_nn_hooks.py",
     "test_opinfo.py", "test_programs.py", "test_streams.py", "test_structure_stability.py", "test_views.py",

@@ -1,7 +1,7 @@
 """Host cost per op as instruction counts: the same figure on every run, whatever else the machine is doing.
 
     PYTHONPATH=$PWD python -m benchmarks.diagnostics.instructions [--only x+x,g:x+x,...] [--lib jgrad,torch,jax]
-                                                                  [--iters 100,300]
+                                                                  [--iters 100,300] [--mode eager|auto]
 
 Wall-clock figures on a shared 2-core VM move 2-3x between runs (PyTorch's own included), which hides the few
 percent a host-side change makes. ``valgrind --tool=callgrind`` counts the instructions the process executes
@@ -25,6 +25,9 @@ Cases (tiny CPU tensors, float32; ``g:`` an input requires grad, so the op recor
   ``Categorical``, ``sample``, ``log_prob``, ``item``); its log-probabilities are never read
 - ``episode``: a whole REINFORCE episode of 20 such steps and its end (normalized returns, ``cat`` of
   ``-log_prob * return``, ``backward``, Adam), as the program runs it but for a fixed length (5 and 15 calls)
+
+``--mode auto`` runs jgrad's cases in "auto" execution mode, hot: the warm-up compiles every structure that repeats
+(``compile_payback = 0``, background compiles waited for) before the counted calls.
 """
 from __future__ import annotations
 
@@ -128,15 +131,21 @@ def _episode(T, np):
     return episode
 
 
-def _child(lib_name, case, n):
+def _child(lib_name, case, n, mode="eager"):
     """Run under callgrind: warm up, then count ``n`` calls."""
     f = make_case(lib_name, case)
     warm = LONG.get(case, (300,))[0]
+    if lib_name == "jgrad" and mode == "auto":
+        import jgrad as jg
+        from jgrad.runtime import _segment
+        _segment.compile_payback = 0  # every structure that repeats compiles during the warm-up
+        jg.set_execution_mode("auto")
     for _ in range(warm):
         f()
     if lib_name == "jgrad":
-        from jgrad.runtime import _kernel_cache
+        from jgrad.runtime import _kernel_cache, _segment
         _kernel_cache.wait_compiles()
+        _segment.wait_compiles()
     for _ in range(warm // 6):
         f()
     import gc
@@ -148,12 +157,12 @@ def _child(lib_name, case, n):
     subprocess.run(["callgrind_control", "-i", "off", pid], capture_output=True, check=False)
 
 
-def _count(lib_name, case, n, out_dir):
+def _count(lib_name, case, n, out_dir, mode="eager"):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     prefix = os.path.join(out_dir, f"{lib_name}-{case}-{n}".replace(":", "_").replace("+", "p"))
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
            f"--callgrind-out-file={prefix}.%p", sys.executable, "-m", "benchmarks.diagnostics.instructions",
-           "--child", lib_name, case, str(n)]
+           "--child", lib_name, case, str(n), mode]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     # The calling thread's count only: JAX's and PyTorch's worker threads spin while they wait for work, for as
     # long as the host happens to take, which no two runs repeat.
@@ -166,10 +175,10 @@ def _count(lib_name, case, n, out_dir):
     raise RuntimeError(f"callgrind gave no count for {lib_name} {case} (exit {res.returncode}):\n{res.stderr[-2000:]}")
 
 
-def per_call(lib_name, case, n1, n2, out_dir):
+def per_call(lib_name, case, n1, n2, out_dir, mode="eager"):
     """Instructions per call of ``case`` on ``lib_name``."""
     n1, n2 = LONG.get(case, (0, (n1, n2)))[1]
-    return (_count(lib_name, case, n2, out_dir) - _count(lib_name, case, n1, out_dir)) / (n2 - n1)
+    return (_count(lib_name, case, n2, out_dir, mode) - _count(lib_name, case, n1, out_dir, mode)) / (n2 - n1)
 
 
 def main(argv=None):
@@ -177,19 +186,20 @@ def main(argv=None):
     p.add_argument("--only", default=",".join(CASES))
     p.add_argument("--lib", default="jgrad,torch,jax")
     p.add_argument("--iters", default="100,300", help="n1,n2: the two runs' call counts")
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--mode", default="eager", choices=("eager", "auto"), help="jgrad's execution mode")
+    p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        lib_name, case, n = args.child
-        return _child(lib_name, case, int(n))
+        lib_name, case, n, mode = args.child
+        return _child(lib_name, case, int(n), mode)
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (Debian: apt-get install valgrind); it counts the instructions.")
     n1, n2 = (int(v) for v in args.iters.split(","))
     libs = [lib for lib in args.lib.split(",") if lib != "torch" or _has_torch()]
     jobs = [(lib, case) for case in args.only.split(",") for lib in libs if make_case_applies(lib, case)]
     with tempfile.TemporaryDirectory() as out_dir, ThreadPoolExecutor(2) as pool:
-        counts = dict(zip(jobs, pool.map(lambda j: per_call(j[0], j[1], n1, n2, out_dir), jobs)))
-    print(f"instructions per call (thousands; callgrind, difference of {n2} and {n1} calls"
+        counts = dict(zip(jobs, pool.map(lambda j: per_call(j[0], j[1], n1, n2, out_dir, args.mode), jobs)))
+    print(f"instructions per call (thousands; callgrind, jgrad in {args.mode} mode, difference of {n2} and {n1} calls"
           + "".join(f"; {c}: of {b} and {a}" for c, (_, (a, b)) in LONG.items()) + ")\n")
     print(f"| case | {' | '.join(libs)} | jgrad / torch |")
     print("|---|" + "---|" * (len(libs) + 1))

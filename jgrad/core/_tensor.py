@@ -58,6 +58,7 @@ class Tensor:
     _capture = None
     _alias = None  # where this tensor sits in a storage it shares (jgrad.runtime._views.Alias), once aliased
     _slot_gen = 0  # bumped when ``t.data = other`` points this tensor at other memory (saved tensors compare it)
+    _bounds = None  # known integer bounds of its values (jgrad.runtime._bounds: an index made in range)
 
     # ---- construction --------------------------------------------------
     def __init__(self, data=None, *, dtype=None, device=None, requires_grad=False):

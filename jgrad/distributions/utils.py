@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import numbers
 
-import jax.numpy as jnp
 import numpy as np
 
 from ..core import _dtype
 from .. import ops as _ops
+from ..runtime import _bounds
 from ..runtime._checks import check_values
-from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
 from ..ops._registry import broadcast_shapes, host_values
 
@@ -88,11 +87,15 @@ def require_constraint(constraint, value, make_error, op):
 
     A constraint whose ``check`` reads the same on NumPy, jax and jgrad arrays (``array_generic``) and whose
     parameters are Python numbers is checked with NumPy when ``value`` is in host memory (no kernel: PyTorch's
-    checks cost a few us each there; jgrad's ops are one dispatch each), else by one kernel computing the whole
-    check (``Categorical``'s simplex check was ~7 ops and a cast). Other constraints go op by op."""
+    checks cost a few us each there; jgrad's ops are one dispatch each), else on the device by one kernel computing
+    the whole check and its AND into the thread's flag (``Categorical``'s simplex check was ~7 ops and a cast).
+    A value whose known bounds satisfy an integer constraint (a sample jgrad drew) is not checked again. Other
+    constraints go op by op."""
     params = _number_params(constraint)
     if params is None or not isinstance(value, Tensor):
         return require(constraint.check(value), make_error, op)
+    if value._bounds is not None and _known_within(constraint, value):
+        return
     host = host_values(value)
     if host is not None:
         if host.size <= 16 and host.dtype.kind in "iub" and type(constraint).event_dim == 0:
@@ -104,8 +107,22 @@ def require_constraint(constraint, value, make_error, op):
         if not ok:
             raise make_error(True)
         return
-    flag = call(_CONSTRAINT_OK, value.detach(), kind=type(constraint), params=params)
-    check_values(flag, "nonzero", lambda _: make_error(False), op)
+    check_values(value, (type(constraint), params), lambda _: make_error(False), op)
+
+
+def _known_within(constraint, value):
+    """Whether ``value``'s known bounds (a sample a jgrad op drew in range: Note [Known bounds] in
+    ``jgrad.runtime._bounds``) satisfy ``constraint``, an integer interval or lower bound."""
+    b = _bounds.known(value)
+    if b is None:
+        return False
+    low, high = b
+    kind = type(constraint).__name__
+    if kind == "_IntegerInterval":
+        return constraint.lower_bound <= low and high - 1 <= constraint.upper_bound
+    if kind == "_IntegerGreaterThan":
+        return constraint.lower_bound <= low
+    return False
 
 
 def _number_params(constraint):
@@ -118,10 +135,3 @@ def _number_params(constraint):
     return params
 
 
-def _constraint_ok(x, kind, params):
-    c = object.__new__(kind)
-    c.__dict__.update(params)
-    return jnp.all(c.check(x)).astype(jnp.int8)
-
-
-_CONSTRAINT_OK = Op("constraint_ok", _constraint_ok, differentiable=False)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..core import _dtype
+from ..runtime import _bounds
 from ..runtime._dispatch import Op, call, call_inplace
 from ..core._tensor import Tensor
 from ..autograd.node import InputMetadata
@@ -43,7 +44,10 @@ def _cast(t, dt):
         return t
     if t._req and not (dt.is_floating_point or dt.is_complex):
         return call(CAST, t.detach(), dtype=dt.np)
-    return call(CAST, t, dtype=dt.np)
+    out = call(CAST, t, dtype=dt.np)
+    if t._bounds is not None:  # an integer cast that holds the range keeps it (Note [Known bounds])
+        _bounds.inherit(out, t)
+    return out
 
 
 def _transfer(t, dev):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax
 
 from ..core import _dtype
+from ..runtime import _bounds
 from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
 from ._registry import expect_tensor
@@ -63,5 +64,6 @@ CATEGORICAL = Op("categorical", _categorical_fwd, differentiable=False)
 def categorical(param: Tensor, sample_shape=(), *, is_probs=False, generator=None) -> Tensor:
     """Category indices drawn from unnormalized log-probabilities (or, with ``is_probs``, non-negative weights)
     over the last dimension, of shape ``sample_shape + param.shape[:-1]``."""
-    return call(CATEGORICAL, _key_tensor(generator, param._device), param.detach(), shape=tuple(sample_shape),
-                is_probs=bool(is_probs))
+    out = call(CATEGORICAL, _key_tensor(generator, param._device), param.detach(), shape=tuple(sample_shape),
+               is_probs=bool(is_probs))
+    return _bounds.mark(out, 0, param.shape[-1])  # argmax of logits plus noise: in range even for NaN

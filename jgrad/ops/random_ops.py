@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from ..core import _dtype
 from ..core._device import device as _device, get_default_device
+from ..runtime import _bounds
 from ..runtime._dispatch import Op, call, call_inplace
 from ..core._tensor import Tensor
 from ..random import _generator_for
@@ -84,15 +85,16 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
     shape = check_new_shape(parse_size(size, "randint", varargs=False), dt.itemsize, "randint")
-    return call(RANDINT, _key_tensor(generator, _dev(device)), shape=shape, low=int(low), high=int(high),
-                dtype=dt.np)
+    out = call(RANDINT, _key_tensor(generator, _dev(device)), shape=shape, low=int(low), high=int(high),
+               dtype=dt.np)
+    return _bounds.mark(out, int(low), int(high))
 
 
 def randperm(n, *, generator=None, dtype=None, device=None):
     dt = _dtype.canonical(dtype) if dtype is not None else _dtype._index_dtype()
     n = as_index(n, "randperm", "n")
     check_new_shape((n,), dt.itemsize, "randperm")
-    return call(RANDPERM, _key_tensor(generator, _dev(device)), n=n, dtype=dt.np)
+    return _bounds.mark(call(RANDPERM, _key_tensor(generator, _dev(device)), n=n, dtype=dt.np), 0, n)
 
 
 def rand_like(t, *, dtype=None, device=None, generator=None):
@@ -263,8 +265,9 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and n > input.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    return call(MULTINOMIAL, _key_tensor(generator, input.device), input.detach(), n=n,
-                replacement=bool(replacement), out_dtype=_dtype._index_dtype().np)
+    out = call(MULTINOMIAL, _key_tensor(generator, input.device), input.detach(), n=n,
+               replacement=bool(replacement), out_dtype=_dtype._index_dtype().np)
+    return _bounds.mark(out, 0, input.shape[-1])  # argmax/top_k indices: in range whatever the weights
 
 
 tensor_method("bernoulli")(bernoulli)

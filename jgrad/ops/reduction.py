@@ -5,6 +5,7 @@ Imports ``_dispatch``, ``_dtype``, ``_tensor`` and ``ops._registry``; ``ops.poin
 """
 from __future__ import annotations
 
+import builtins
 import collections
 
 import warnings
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import _dtype
+from ..runtime import _bounds
 from ..runtime._dispatch import Op, call
 from ._registry import expect_tensor, norm_dim, scalar_type_name, tensor_method, type_name, wrap_dim
 from ..core._tensor import Tensor
@@ -374,7 +376,8 @@ def _arg(op, name, input, dim, keepdim):
     _nonempty(input, d, name)
     if input.ndim == 0:  # dim 0 or -1 of a 0-d tensor: the one element, index 0 (jnp.argmax has no axis 0 there)
         d = None
-    return call(op, input, dim=d, keepdim=keepdim)
+    size = input.shape[d] if d is not None else input.numel()
+    return _bounds.mark(call(op, input, dim=d, keepdim=keepdim), 0, builtins.max(size, 1))  # in range even for NaN
 
 
 @tensor_method()

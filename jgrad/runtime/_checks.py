@@ -47,7 +47,7 @@ import numpy as np
 
 from ..core import _dtype
 from ..core._recorder import Buffer as _Buffer
-from . import _segment
+from . import _bounds, _segment
 from .. import streams
 from ._dispatch import Op, call
 from ..core._tensor import Tensor
@@ -74,11 +74,22 @@ _PREDICATES = {
 }
 
 
+def _bad_values(kind, v):
+    """Which values of ``v`` (a jax or NumPy array) are bad for ``kind``: a name of ``_PREDICATES``, or
+    ``(constraint type, its parameters)`` for a distribution's array-generic constraint (``require_constraint``),
+    checked in the same step as the AND into the thread's flag."""
+    if type(kind) is tuple:
+        c = object.__new__(kind[0])
+        c.__dict__.update(kind[1])
+        return ~c.check(v)
+    return _PREDICATES[kind](v)
+
+
 def _value_flag(a, kind):
     """``[1, 0]`` when no value of ``a`` is bad for ``kind``, else ``[0, 0]``."""
     if a.size == 0:
         return jnp.array([1, 0], jnp.int64)
-    return jnp.stack([1 - jnp.any(_PREDICATES[kind](a)).astype(jnp.int64), jnp.zeros((), jnp.int64)])
+    return jnp.stack([1 - jnp.any(_bad_values(kind, a)).astype(jnp.int64), jnp.zeros((), jnp.int64)])
 
 
 VALUE_CHECK = Op("value_check", _value_flag, differentiable=False)
@@ -147,6 +158,8 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     ``make_error(bad_value)`` returns PyTorch's exception. Host values are checked now; values on a
     device or still pending are checked beside the kernel and reported at the next host sync.
     """
+    if _bounds.within(index, low, high):  # made in range by a jgrad op (Note [Known bounds])
+        return
     d = index._fresh()._data
     a = host_values(index)
     if a is not None:
@@ -192,9 +205,10 @@ def host_values(t):
                                            writeable=False)
 
 
-def check_values(t: Tensor, kind: str, make_error, op: str) -> None:
-    """Check the values of ``t`` on the device (``kind``: "nonzero" or "unit_interval") and report a failure at
-    the next host sync, as ``check_range`` does for indices; the caller checks host values itself."""
+def check_values(t: Tensor, kind, make_error, op: str) -> None:
+    """Check the values of ``t`` on the device (``kind``: "nonzero", "unit_interval" or a distribution's
+    ``(constraint type, parameters)``) and report a failure at the next host sync, as ``check_range`` does for
+    indices; the caller checks host values itself."""
     if _is_tracer(t._data):
         return
     _issue(VALUE_CHECK, VALUE_CHECK_AND, {"kind": kind}, _value_bad, t, make_error, op)
@@ -247,9 +261,7 @@ def _range_bad(a, low, high, ignore):
 
 
 def _value_bad(a, kind):
-    if kind == "nonzero":
-        return (a == 0).any()
-    return (~((a >= 0) & (a <= 1))).any()
+    return bool(np.any(_bad_values(kind, a)))
 
 
 _Single = jax.sharding.SingleDeviceSharding

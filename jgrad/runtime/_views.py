@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dispatch, _trace_log
+from . import _bounds, _dispatch, _trace_log
 from ._kernel_cache import _Array
 from ..core import _layout, _tensor
 from ..core._layout import Geometry, gather_chain, scatter_chain
@@ -244,6 +244,8 @@ def view(src, step, dyn, name, shape, strides, offset):
                                       (_aval(tuple(shape), src.dtype.np),))
     geom = src_alias.geom.then(step, dyn, shape, strides, offset)
     _attach(out, src, src_alias, geom, ((step,), tuple(dyn)))
+    if src._bounds is not None:
+        _bounds.inherit(out, src)
     return out
 
 
@@ -282,6 +284,8 @@ def view_multi(src, pieces, name):
     for i, (out, (step, dyn, shape, strides, offset)) in enumerate(zip(outs, pieces)):
         geom = src_alias.geom.then(step, dyn, shape, strides, offset)
         _attach(out, src, src_alias, geom, ((step,), tuple(dyn)), MULTI_OUTPUT, i)
+        if src._bounds is not None:
+            _bounds.inherit(out, src)
     return tuple(outs)
 
 

@@ -1,0 +1,65 @@
+"""Known value bounds of integer tensors: indices a jgrad op made in range, so their range checks can be skipped.
+
+Note [Known bounds]
+~~~~~~~~~~~~~~~~~~~
+Why: an index a jgrad op has just drawn or computed is in range by construction (``Categorical.sample()``'s
+action is in ``[0, K)``, ``argmax`` along a dimension in ``[0, size)``), yet the op reading it (``gather``,
+``embedding``, a distribution's support check) checked it again. On a value that is pending ("auto" mode) or on
+an accelerator that check is a device-side one (Note [Deferred checks] in ``_checks``): two recorded steps, a
+flag read at the next host sync and the gate of the step's in-place writes. A REINFORCE policy step paid ~30%
+of its host time for the two checks of its action.
+
+What: the ops whose results are in range whatever their inputs' values (``categorical``, ``multinomial``,
+``randint``, ``randperm``, ``argmax``, ``argmin``: JAX's argmax and top_k return an index in range even for
+NaN inputs) mark their result with ``[low, high)``; a view of it and a widening integer cast keep the mark.
+The checks (``_checks.check_range``, ``distributions.utils.require_constraint``) skip a tensor whose mark
+covers the range they require. The mark holds only while the tensor holds the very storage it was made for
+at the same version: any write (in place, through a view, ``.data =``, ``set_``) rebinds ``_data`` or bumps
+the version counter, and the mark no longer counts (a pending result that got its value at a barrier keeps it). It keeps the marked array alive until the tensor dies or
+is marked again (an index tensor: small).
+
+Imports nothing of jgrad: ops, views and checks use it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def mark(t, low: int, high: int):
+    """``t``'s values are known to be integers in ``[low, high)`` (its current storage, at its version)."""
+    if high > low and _fits(t, low, high):
+        t._bounds = (int(low), int(high), t._data, t._vc, t._vc[0])
+    return t
+
+
+def known(t):
+    """``(low, high)`` when ``t``'s values are known to lie in ``[low, high)``, else None."""
+    b = t._bounds
+    if b is None or b[3] is not t._vc or b[4] != t._vc[0]:
+        return None
+    made, d = b[2], t._data
+    if made is not d and (d is None or getattr(made, "_val", None) is not d):  # (a pending result now has its value)
+        return None
+    return b[0], b[1]
+
+
+def within(t, low: int, high: int) -> bool:
+    """Whether ``t``'s values are known to lie in ``[low, high)``."""
+    b = known(t)
+    return b is not None and low <= b[0] and b[1] <= high
+
+
+def inherit(out, src):
+    """``out`` (a view of ``src``, or a cast of it to an integer dtype that holds its range) keeps its bounds."""
+    b = known(src)
+    if b is not None:
+        mark(out, *b)
+    return out
+
+
+def _fits(t, low, high):
+    try:
+        info = np.iinfo(t.dtype.np)
+    except ValueError:  # a float or bool tensor: no integer bounds
+        return False
+    return info.min <= low and high - 1 <= info.max
