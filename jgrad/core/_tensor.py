@@ -461,7 +461,7 @@ class Tensor:
 
 # Per-tensor autograd and stream state that a deep copy starts afresh (PyTorch's copy has no hooks either).
 _UNCOPIED = frozenset({"_grad", "_hooks", "_retains_grad", "_grad_acc", "_post_acc_hooks", "_aval", "_capture",
-                       "_alias", "_slot_gen",
+                       "_alias", "_slot_gen", "_bounds",
                        "_recorded_streams"})
 
 

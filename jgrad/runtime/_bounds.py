@@ -57,9 +57,17 @@ def inherit(out, src):
     return out
 
 
+_RANGES: dict = {}  # numpy dtype -> (min, max) of an integer dtype, None for the others
+
+
 def _fits(t, low, high):
-    try:
-        info = np.iinfo(t.dtype.np)
-    except ValueError:  # a float or bool tensor: no integer bounds
-        return False
-    return info.min <= low and high - 1 <= info.max
+    d = t._data
+    dt = (d if d is not None else t._aval).dtype
+    r = _RANGES.get(dt, False)
+    if r is False:
+        try:
+            info = np.iinfo(dt)
+            r = _RANGES[dt] = (int(info.min), int(info.max))
+        except ValueError:  # a float or bool dtype: no integer bounds
+            r = _RANGES[dt] = None
+    return r is not None and r[0] <= low and high - 1 <= r[1]
