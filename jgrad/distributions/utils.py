@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core import _dtype
 from .. import ops as _ops
+from . import constraints
 from ..runtime import _bounds
 from ..runtime._checks import check_values
 from ..core._tensor import Tensor
@@ -117,10 +118,10 @@ def _known_within(constraint, value):
     if b is None:
         return False
     low, high = b
-    kind = type(constraint).__name__
-    if kind == "_IntegerInterval":
+    kind = type(constraint)
+    if kind is constraints._IntegerInterval:
         return constraint.lower_bound <= low and high - 1 <= constraint.upper_bound
-    if kind == "_IntegerGreaterThan":
+    if kind is constraints._IntegerGreaterThan:
         return constraint.lower_bound <= low
     return False
 

@@ -15,8 +15,8 @@ NaN inputs) mark their result with ``[low, high)``; a view of it and a widening 
 The checks (``_checks.check_range``, ``distributions.utils.require_constraint``) skip a tensor whose mark
 covers the range they require. The mark holds only while the tensor holds the very storage it was made for
 at the same version: any write (in place, through a view, ``.data =``, ``set_``) rebinds ``_data`` or bumps
-the version counter, and the mark no longer counts (a pending result that got its value at a barrier keeps it). It keeps the marked array alive until the tensor dies or
-is marked again (an index tensor: small).
+the version counter, and the mark no longer counts (a pending result that got its value at a barrier keeps it).
+It keeps the marked array alive until the tensor dies or is marked again (an index tensor: small).
 
 Imports nothing of jgrad: ops, views and checks use it.
 """

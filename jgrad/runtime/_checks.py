@@ -158,7 +158,7 @@ def check_range(index: Tensor, low: int, high: int, make_error, op: str, ignore=
     ``make_error(bad_value)`` returns PyTorch's exception. Host values are checked now; values on a
     device or still pending are checked beside the kernel and reported at the next host sync.
     """
-    if _bounds.within(index, low, high):  # made in range by a jgrad op (Note [Known bounds])
+    if index._bounds is not None and _bounds.within(index, low, high):  # made in range (Note [Known bounds])
         return
     d = index._fresh()._data
     a = host_values(index)
