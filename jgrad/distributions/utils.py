@@ -5,6 +5,7 @@ Imports the op library, ``_dtype``, ``_tensor``, ``_checks`` and ``ops._registry
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -114,15 +115,11 @@ def require_constraint(constraint, value, make_error, op):
 def _known_within(constraint, value):
     """Whether ``value``'s known bounds (a sample a jgrad op drew in range: Note [Known bounds] in
     ``jgrad.runtime._bounds``) satisfy ``constraint``, an integer interval or lower bound."""
-    b = _bounds.known(value)
-    if b is None:
-        return False
-    low, high = b
     kind = type(constraint)
     if kind is constraints._IntegerInterval:
-        return constraint.lower_bound <= low and high - 1 <= constraint.upper_bound
+        return _bounds.within(value, constraint.lower_bound, constraint.upper_bound + 1)
     if kind is constraints._IntegerGreaterThan:
-        return constraint.lower_bound <= low
+        return _bounds.within(value, constraint.lower_bound, math.inf)
     return False
 
 
