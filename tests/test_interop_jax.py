@@ -168,7 +168,8 @@ def test_functionalize_fn_that_differentiates_internally():
 
     ref = lambda x: (jax.grad(lambda z: (z ** 3).sum())(x) ** 2).sum()  # noqa: E731
     f = functionalize(grad_norm)
-    np.testing.assert_allclose(f(X), ref(X), rtol=1e-12)
+    # jgrad adds a small float sum in a fixed tree on the CPU (Note [Tree sums]), jnp.sum in XLA's order: a last bit
+    np.testing.assert_allclose(f(X), ref(X), rtol=1e-12 if X.dtype == jnp.float64 else 1e-6)
     np.testing.assert_allclose(jax.jit(jax.grad(f))(X), jax.grad(ref)(X), rtol=1e-10)
 
 

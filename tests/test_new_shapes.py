@@ -76,6 +76,31 @@ def test_new_lengths_run_without_compiling_and_match(knobs):
             assert new_compiles == 0, new_compiles
 
 
+@pytest.mark.cpu_only("a new shape runs without compiling on a CPU only (Note [New shapes])")
+def test_small_full_sums_at_new_lengths_run_without_compiling_with_the_compiled_bits(knobs):
+    """Note [Tree sums] (jgrad/ops/reduction.py): a full ``sum``, ``mean``, ``var`` and ``std`` of a float vector add in a
+    fixed tree, so at lengths never seen they run interpreted in the default exact mode, with no XLA compile; and
+    each such call equals, bit for bit, the kernel compiled for that length (``_verify`` compiles it on the side)."""
+    _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9  # never hot here
+    rng = np.random.RandomState(5)
+
+    def run(n, dtype):
+        t = jg.tensor((rng.standard_normal(n) * 3 + 1).astype(dtype))
+        return [t.sum(), t.mean(), t.var(), t.std(correction=0), t.sum(0, keepdim=True), (t * t).mean()]
+
+    for dtype in (np.float32, np.float64):
+        run(5, dtype)  # kernels every length shares compile here
+        for n in (53, 59):  # lengths no other test uses
+            before, interpreted = _compiles(), _kernel_cache.stats["interpreted"]
+            run(n, dtype)
+            assert _compiles() == before, (dtype, n)
+            assert _kernel_cache.stats["interpreted"] - interpreted == 7, (dtype, n)  # the six and the product
+    _kernel_cache._verify = True
+    for dtype in (np.float32, np.float64):
+        for n in (2, 3, 61, 67, 128, 1024):
+            run(n, dtype)
+
+
 def test_interpreted_ops_match_numpy(knobs):
     """jgrad ops at new shapes, interpreted with NumPy's sums allowed: equal to NumPy (exact ops) or within a few
     ulps."""
@@ -114,6 +139,7 @@ def test_kernel_interpreted_equals_its_compiled_self(knobs):
     exact_cases = {  # XLA rewrites these divisions as multiplies by a reciprocal; the interpreter does too
         "cat, slice, where": lambda x: jnp.where(x[:, :8] > 0, jnp.concatenate([x[:, 3:9], -x[:, :2]], 1), 0.5),
         "divide by a constant": lambda x: x / 3.0,
+        "divide 0-d arrays by a constant": lambda x: tuple(x[i, 7 * i] / 3.0 for i in range(5)),
         "divide by a broadcast row": lambda x, y: x[:, :9] / (y[:9] + 2.0),
         "integer ops": lambda x: ((x * 7).astype(jnp.int32) // 3) % 5,
         "relu and its backward": lambda x: (jnp.maximum(x, 0), jnp.where(x > 0, x * 0.5, 0.0)),

@@ -237,3 +237,44 @@ def test_sum_to_size():
     x = rand((2, 3, 4), 1)
     check_op(lambda t: t.sum_to_size(3, 1), lambda a: jnp.sum(a, axis=(0, 2), keepdims=True)[0], [x])
     check_op(lambda t: t.sum_to_size((1, 3, 4)), lambda a: jnp.sum(a, axis=0, keepdims=True), [x])
+
+
+@SETTINGS
+@given(n=st.integers(2, 1100), dtype=st.sampled_from([np.float32, np.float64]), seed=seeds,
+       special=st.sampled_from([None, np.inf, -np.inf, np.nan, -0.0]), dim=st.sampled_from([None, 0, (0, 1)]))
+def test_small_full_reductions_against_float64_numpy(n, dtype, seed, special, dim):
+    """Full ``sum``/``mean``/``var``/``std`` of a few float elements (a fixed tree of adds on the CPU, Note [Tree sums]
+    in jgrad/ops/reduction.py; XLA's reduction elsewhere and above ``TREE_SUM_MAX``) against NumPy in float64:
+    within the rounding a sum of ``n`` terms allows, infinities and NaN where NumPy has them, over all axes given as
+    ``None`` or as every dim, with ``keepdim``."""
+    rng = np.random.RandomState(seed)
+    x = (rng.standard_normal(n) * np.exp(rng.standard_normal() * 3) + rng.standard_normal() * 5).astype(dtype)
+    if special is not None:
+        x[rng.randint(n)] = special
+    shape = (n,) if dim != (0, 1) else (1, n)
+    t, x64 = jg.tensor(x.reshape(shape)), x.astype(np.float64)
+    eps = np.finfo(dtype).eps
+    with np.errstate(invalid="ignore"):
+        refs = {"sum": x64.sum(), "mean": x64.mean(), "var": x64.var(ddof=1), "std": x64.std(ddof=1)}
+        for name, ref in refs.items():
+            kw = {} if dim is None else {"dim": dim, "keepdim": True}
+            out = getattr(t, name)(**kw)
+            assert out.dtype == t.dtype and out.shape == ((1,) * len(shape) if dim is not None else ())
+            got = out.numpy().astype(np.float64).reshape(())
+            scale = np.abs(x64).sum() / (n if name == "mean" else 1) if name in ("sum", "mean") else abs(ref)
+            tol = 2 * eps * np.log2(2 * n) * scale if name in ("sum", "mean") else 4 * eps * scale
+            if np.isfinite(ref):
+                assert abs(got - ref) <= tol, (name, got, ref, tol)
+            else:
+                assert np.isnan(ref) and np.isnan(got) or got == ref, (name, got, ref)
+
+
+def test_small_full_reductions_signed_zero_and_overflow_as_pytorch():
+    """A sum of -0.0 is +0.0 (PyTorch's accumulator starts at +0.0); a float32 variance accumulates in float64, as
+    PyTorch's CPU kernel does, so squares above float32's range stay finite; a float64 one overflows as PyTorch's."""
+    z = jg.tensor([-0.0, -0.0, -0.0])
+    assert not np.signbit(z.sum().item()) and not np.signbit(z.mean().item())
+    np.testing.assert_allclose(jg.tensor([1e30, -1e30]).std().item(), np.sqrt(2.0) * 1e30, rtol=1e-6)
+    big = [3e25, 1e25, -2e25]
+    np.testing.assert_allclose(jg.tensor(big, requires_grad=True).std().item(), np.std(big, ddof=1), rtol=1e-6)
+    assert jg.tensor([1e200, -1e200], dtype=jg.float64).std().item() == np.inf

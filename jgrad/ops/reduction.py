@@ -39,7 +39,56 @@ def _int_accumulator(a, dtype):
     return dtype
 
 
+# Note [Tree sums]
+# ~~~~~~~~~~~~~~~
+# Why: XLA compiles a kernel per input shape (20-300 ms on a 2-core CPU), and a float sum cannot run in the NumPy
+# interpreter of new shapes (Note [Exact programs] in ``runtime._kernel_interp``): XLA's order of additions is its
+# own. So a loop whose lengths change (REINFORCE's per-episode ``returns.mean()``, ``returns.std()`` and the loss's
+# ``sum``) compiled three kernels at every new length: a third of a 20-episode eager run after warm-up.
+# What: on the CPU, a full ``sum``, ``mean``, ``var`` or ``std`` of 2 to ``TREE_SUM_MAX`` float32/float64 elements
+# adds them in a fixed binary tree (``_tree_sum``): padded with +0.0 to a power of two above the count (adding +0.0
+# changes nothing but a -0.0 total, which becomes +0.0 as in PyTorch), then halved by elementwise adds. Each add is
+# one IEEE rounding, so the interpreter computes the compiled kernel's bits and a new length runs without a compile.
+# ``var``/``std`` accumulate in float64, as PyTorch's CPU kernels do for float32; ``maximum`` with 0 of the squares
+# (and ``maximum(m, minimum(m, 0))`` of the mean, an identity) stops XLA contracting a multiply into the adds that
+# follow (one rounding where NumPy makes two). The order differs from ``jnp.sum``'s in the last bits only. Other
+# devices keep XLA's reduction (a fused tree is one thread's work on a GPU).
+#: Full reductions of at most this many float32/float64 elements add as a fixed tree on the CPU (Note [Tree sums]).
+TREE_SUM_MAX = 1024
+
+
+def _tree_ok(a, dim, dtype=None):
+    return (2 <= a.size <= TREE_SUM_MAX and a.dtype in (jnp.float32, jnp.float64) and (dtype is None or dtype == a.dtype)
+            and (dim is None or len(dim) == a.ndim) and jax.default_backend() == "cpu")
+
+
+def _tree_sum(x):
+    """The elements of ``x`` added in a fixed binary tree (Note [Tree sums]); a 0-d result."""
+    x = x.reshape(-1)
+    n = x.shape[0]
+    x = jnp.pad(x, (0, (1 << n.bit_length()) - n))
+    while x.shape[0] > 1:
+        h = x.shape[0] // 2
+        x = x[:h] + x[h:]
+    return x.reshape(())
+
+
+def _full_shape(out, a, keepdim):
+    return out.reshape((1,) * a.ndim) if keepdim else out
+
+
+def _tree_var(a, correction):
+    """The variance of all of ``a``, in float64, by tree sums (Note [Tree sums])."""
+    x = a.reshape(-1).astype(jnp.float64)
+    n = x.shape[0]
+    m = _tree_sum(x) / n
+    d = x - jnp.maximum(m, jnp.minimum(m, 0))
+    return _tree_sum(jnp.maximum(d * d, 0)) / (n - correction if n > correction else 0)
+
+
 def _sum_fwd(a, dim=None, keepdim=False, dtype=None):
+    if _tree_ok(a, dim, dtype):
+        return _full_shape(_tree_sum(a), a, keepdim)
     return jnp.sum(a, axis=dim, keepdims=keepdim, dtype=_int_accumulator(a, dtype))
 
 
@@ -53,6 +102,8 @@ def _mean_fwd(a, dim=None, keepdim=False, dtype=None):
         raise RuntimeError(
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
             f"dtype. Got: {scalar_type_name(_dtype.from_np(a.dtype))}")
+    if _tree_ok(a, dim, dtype):
+        return _full_shape(_tree_sum(a) / a.size, a, keepdim)
     return jnp.mean(a, axis=dim, keepdims=keepdim, dtype=dtype)
 
 
@@ -71,6 +122,8 @@ SUM, SUM_DIM = Op("SumBackward0", _sum_fwd, _sum_bwd, save=()), Op("SumBackward1
 MEAN, MEAN_DIM = Op("MeanBackward0", _mean_fwd, _mean_bwd, save=()), Op("MeanBackward1", _mean_fwd, _mean_bwd, save=())
 def _var_fwd(a, dim=None, correction=1, keepdim=False):
     """PyTorch's variance: the divisor is ``max(N - correction, 0)`` (so inf, not NaN, when it is 0 or less)."""
+    if _tree_ok(a, dim):
+        return _full_shape(_tree_var(a, correction).astype(a.dtype), a, keepdim)
     n = a.size if dim is None else int(np.prod([a.shape[d] for d in dim]))
     mean = jnp.mean(a, axis=dim, keepdims=True)
     sq = jnp.sum(jnp.square(jnp.abs(a - mean)), axis=dim, keepdims=keepdim)
@@ -79,7 +132,10 @@ def _var_fwd(a, dim=None, correction=1, keepdim=False):
 
 def _std_fwd(a, dim=None, correction=1, keepdim=False):
     """``sqrt(var)``, computed on the input scaled by its largest magnitude: the squares of float32 values above
-    ~1e19 overflow, PyTorch's (whose accumulation is wider) do not. The scale carries no gradient."""
+    ~1e19 overflow, PyTorch's (whose accumulation is wider) do not. The scale carries no gradient. A small full
+    reduction on the CPU needs no scale: it accumulates in float64 (Note [Tree sums])."""
+    if _tree_ok(a, dim):
+        return _full_shape(jnp.sqrt(_tree_var(a, correction)).astype(a.dtype), a, keepdim)
     scale = jax.lax.stop_gradient(jnp.max(jnp.abs(a), axis=dim, keepdims=True)) if a.size else jnp.ones((), a.dtype)
     scale = jnp.where((scale == 0) | ~jnp.isfinite(scale), jnp.ones((), a.dtype), scale)
     out = jnp.sqrt(_var_fwd(a / scale, dim, correction, True)) * scale

@@ -96,12 +96,14 @@ _NUMPY_TRANSCENDENTALS = frozenset(("exp", "log", "log1p", "expm1", "tanh", "sin
 # - one IEEE operation (add, sub, mul, div, sqrt) rounds the same in NumPy and XLA, but XLA's CPU backend
 #   contracts a float multiply feeding an add or subtract into one fused multiply-add (one rounding, not two),
 #   which NumPy cannot do: a program with that pattern compiles (``_check_exact``);
-# - XLA rewrites ``A / broadcast(B)`` (a literal, a size-1 dimension) as ``A * broadcast(1 / B)``: so does the
-#   interpreter; a division by a square root or a transcendental XLA may rewrite otherwise: compiled;
+# - XLA rewrites ``A / broadcast(B)`` (a literal, a size-1 dimension) and ``A / constant`` as ``A * (1 / B)``: so
+#   does the interpreter; a division by a square root or a transcendental XLA may rewrite otherwise: compiled;
 # - transcendentals (exp, log, tanh, atan...) are XLA's own polynomials, and even XLA's elementwise kernel does
 #   not give the same bits at every length (its vector loop and its scalar tail round differently: exp, log
 #   and atan differ between lengths 5 and 64), so a program holding one compiles;
 # - a float sum (``reduce_sum``, ``dot_general``, ``cumsum``) depends on XLA's order of additions: compiled.
+#   (A full sum of a few float elements is written as a tree of adds, and so is exact: Note [Tree sums] in
+#   ``ops/reduction``.)
 # - XLA's CPU code runs with subnormals flushed to zero, in and out (1e-40 > 0 is False there): an exact program
 #   that meets a subnormal, as an input or as the result of an arithmetic step, stops (``Subnormal``) and the
 #   kernel compiles;
@@ -146,7 +148,8 @@ def _check_exact(prog):
         if name == "div":
             if "transcendental" in seen[1]:
                 raise Unsupported("a division by a square root or a transcendental (XLA may rewrite it)")
-            if "broadcast" in seen[1] or shapes[1] != out_shape:  # a literal or a size-1 dimension broadcasts too
+            # a literal or a size-1 dimension broadcasts too; XLA takes a constant's reciprocal whatever its shape
+            if "broadcast" in seen[1] or shapes[1] != out_shape or prog.template[ins[1]] is not None:
                 prog.steps[k] = (_reciprocal_mul,) + prog.steps[k][1:]
         out = set()
         if name in _PRODUCTS:
