@@ -78,9 +78,9 @@ def test_new_lengths_run_without_compiling_and_match(knobs):
 
 @pytest.mark.cpu_only("a new shape runs without compiling on a CPU only (Note [New shapes])")
 def test_small_full_sums_at_new_lengths_run_without_compiling_with_the_compiled_bits(knobs):
-    """Note [Tree sums] (jgrad/ops/reduction.py): a full ``sum``, ``mean``, ``var`` and ``std`` of a float vector add in a
-    fixed tree, so at lengths never seen they run interpreted in the default exact mode, with no XLA compile; and
-    each such call equals, bit for bit, the kernel compiled for that length (``_verify`` compiles it on the side)."""
+    """Note [Tree sums] (jgrad/ops/reduction.py): a full ``sum``, ``mean``, ``var`` and ``std`` of a float vector add
+    in a fixed tree, so at lengths never seen they run interpreted in the default exact mode, with no XLA compile;
+    and each such call equals, bit for bit, the kernel compiled for that length (``_verify`` compiles it aside)."""
     _kernel_cache.compile_payback = _kernel_cache.compile_after = 1e9  # never hot here
     rng = np.random.RandomState(5)
 

@@ -58,7 +58,8 @@ TREE_SUM_MAX = 1024
 
 
 def _tree_ok(a, dim, dtype=None):
-    return (2 <= a.size <= TREE_SUM_MAX and a.dtype in (jnp.float32, jnp.float64) and (dtype is None or dtype == a.dtype)
+    return (2 <= a.size <= TREE_SUM_MAX and a.dtype in (jnp.float32, jnp.float64)
+            and (dtype is None or dtype == a.dtype)  # (np.dtype(None) is float64: no ``in (None, ...)``)
             and (dim is None or len(dim) == a.ndim) and jax.default_backend() == "cpu")
 
 
