@@ -271,10 +271,13 @@ def test_small_full_reductions_against_float64_numpy(n, dtype, seed, special, di
 
 def test_small_full_reductions_signed_zero_and_overflow_as_pytorch():
     """A sum of -0.0 is +0.0 (PyTorch's accumulator starts at +0.0); a float32 variance accumulates in float64, as
-    PyTorch's CPU kernel does, so squares above float32's range stay finite; a float64 one overflows as PyTorch's."""
+    PyTorch's CPU kernel does, so squares above float32's range stay finite; a float64 one overflows as PyTorch's
+    (on the CPU)."""
     z = jg.tensor([-0.0, -0.0, -0.0])
     assert not np.signbit(z.sum().item()) and not np.signbit(z.mean().item())
     np.testing.assert_allclose(jg.tensor([1e30, -1e30]).std().item(), np.sqrt(2.0) * 1e30, rtol=1e-6)
     big = [3e25, 1e25, -2e25]
     np.testing.assert_allclose(jg.tensor(big, requires_grad=True).std().item(), np.std(big, ddof=1), rtol=1e-6)
-    assert jg.tensor([1e200, -1e200], dtype=jg.float64).std().item() == np.inf
+    huge = jg.tensor([1e200, -1e200], dtype=jg.float64)
+    if huge.device.type == "cpu":  # (XLA's reduction elsewhere scales by the largest magnitude: finite)
+        assert huge.std().item() == np.inf
