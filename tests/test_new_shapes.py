@@ -143,6 +143,9 @@ def test_kernel_interpreted_equals_its_compiled_self(knobs):
         "divide by a broadcast row": lambda x, y: x[:, :9] / (y[:9] + 2.0),
         "integer ops": lambda x: ((x * 7).astype(jnp.int32) // 3) % 5,
         "relu and its backward": lambda x: (jnp.maximum(x, 0), jnp.where(x > 0, x * 0.5, 0.0)),
+        # iterating an index array is jax 0.11's ``unstack`` primitive (a slice and a squeeze each before)
+        "dynamic slice at offsets read from an array": lambda x, idx: jax.lax.dynamic_slice(x, tuple(idx[:2]), (2, 3)),
+        "iterate an empty array": lambda x, idx: (x[:, :3], *tuple(idx[:0])),  # (an unstack with no results)
     }
     inexact_cases = {  # a float sum, a multiply-add XLA fuses, a division XLA rewrites as a reciprocal square root,
         # a transcendental (XLA's exp rounds differently at different lengths)

@@ -113,18 +113,18 @@ _EXACT_FLOAT_NUMPY = frozenset((
     "add", "sub", "mul", "neg", "max", "min", "abs", "floor", "ceil", "sqrt", "square", "is_finite", "eq", "ne",
     "lt", "le", "gt", "ge", "and", "or", "xor", "not", "select_n", "clamp", "stop_gradient", "copy", "copy_p",
     "optimization_barrier", "broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "concatenate",
-    "stack", "add_any", "split", "rev", "slice", "dynamic_slice", "dynamic_update_slice", "pad", "iota", "gather",
-    "reduce_max", "reduce_min", "reduce_and", "reduce_or", "argmax", "argmin", "div", "convert_element_type",
+    "stack", "add_any", "split", "unstack", "rev", "slice", "dynamic_slice", "dynamic_update_slice", "pad", "iota",
+    "gather", "reduce_max", "reduce_min", "reduce_and", "reduce_or", "argmax", "argmin", "div", "convert_element_type",
     "integer_pow",
 ))
 # Primitives that move bits without arithmetic: they neither flush nor make a subnormal.
 _MOVES = frozenset(("reshape", "broadcast_in_dim", "squeeze", "expand_dims", "transpose", "concatenate", "stack",
-                    "split", "rev", "slice", "dynamic_slice", "dynamic_update_slice", "pad", "gather", "copy",
-                    "copy_p", "stop_gradient", "optimization_barrier", "select_n"))
+                    "split", "unstack", "rev", "slice", "dynamic_slice", "dynamic_update_slice", "pad", "gather",
+                    "copy", "copy_p", "stop_gradient", "optimization_barrier", "select_n"))
 _EXACT_BUCKETED = frozenset(("sign", "round", "rem", "nextafter"))  # exact operations: any length, the same bits
 _PRODUCTS = frozenset(("mul", "square", "integer_pow", "div"))
 _PASS_THROUGH = frozenset(("reshape", "squeeze", "expand_dims", "transpose", "neg", "copy",
-                           "copy_p", "stop_gradient", "slice", "rev", "concatenate", "select_n", "pad"))
+                           "copy_p", "stop_gradient", "slice", "unstack", "rev", "concatenate", "select_n", "pad"))
 _SUMS = frozenset(("add", "sub", "add_any"))
 _RESHAPES = frozenset(("reshape", "squeeze", "expand_dims", "transpose", "copy", "copy_p", "stop_gradient"))
 _TRANSCENDENTAL = (frozenset(("sqrt",)) | _BUCKETED_OK | _NUMPY_TRANSCENDENTALS) - _EXACT_BUCKETED
@@ -214,7 +214,7 @@ def _flatten(prog, jaxpr, consts, in_slots, exact):
             dtypes = tuple(np.dtype(v.aval.dtype) for v in eqn.outvars)
             prog.steps.append((fn, params, tuple(ins), tuple(outs), dtypes, eqn.primitive.multiple_results))
             prog.names.append((name, tuple(ins), tuple(outs), dtypes, tuple(np.shape(v.aval) for v in eqn.invars),
-                               np.shape(eqn.outvars[0].aval)))
+                               np.shape(eqn.outvars[0].aval) if eqn.outvars else ()))  # (an unstack of 0 slices)
         for v, i in zip(eqn.outvars, outs):
             env[v] = i
     return [read(v) for v in jaxpr.outvars]
@@ -425,6 +425,11 @@ def _split(x, sizes, axis, **_):
     return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
 
 
+def _unstack(x, axis, **_):
+    """jax 0.11's ``unstack`` (iterating an array, as ``a, b = idx`` does): its slices along ``axis``."""
+    return [np.take(x, i, axis=axis) for i in range(x.shape[axis])]
+
+
 def _select_n(pred, *cases):
     if len(cases) == 1:
         return cases[0]
@@ -455,7 +460,7 @@ _IMPL = {
     "transpose": lambda x, permutation, **_: x.transpose(permutation),
     "concatenate": lambda *xs, dimension, **_: np.concatenate(xs, axis=dimension),
     "stack": lambda *xs, axis, **_: np.stack(xs, axis=axis), "add_any": lambda x, y, **_: np.add(x, y),
-    "split": _split, "rev": lambda x, dimensions, **_: np.flip(x, tuple(dimensions)),
+    "split": _split, "unstack": _unstack, "rev": lambda x, dimensions, **_: np.flip(x, tuple(dimensions)),
     "slice": _slice, "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
     "pad": _pad, "iota": _iota, "gather": _gather, "dot_general": _dot_general,
     "reduce_sum": _reduce(np.sum), "reduce_max": _reduce(np.max), "reduce_min": _reduce(np.min),
