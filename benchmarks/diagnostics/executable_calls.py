@@ -1,0 +1,87 @@
+"""How long each call of a hot "auto" program's compiled segment executables takes, as a distribution.
+
+    PYTHONPATH=$PWD python -m benchmarks.diagnostics.executable_calls [--program reinforce] [--runs 30]
+
+Runs ``tests/_programs.py``'s program at ``benchmarks/programs.py``'s sizes twice in "auto" mode with every
+structure that repeats compiled (``compile_payback = 0``, as ``programs.py``'s hot runs warm up), then again with every call of a compiled executable (``jax.stages.Compiled``) timed:
+until the call returns (dispatch) and until its outputs are ready. Prints, for the most called executable, the
+median, mean and 90th percentile, how many calls took over 1 ms, and what the structure cache did meanwhile.
+A mean far above the median means a few calls stall (the 2026-11-27 REINFORCE finding in RESULTS.md). Asserts
+nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--program", default="reinforce")
+    p.add_argument("--runs", type=int, default=None, help="steps (episodes) per run; default: programs.py's")
+    args = p.parse_args(argv)
+    import jax
+    import jax.stages
+    import numpy as np
+    import jgrad as jg
+    from jgrad.runtime import _kernel_cache, _segment
+    from tests import _programs
+    from benchmarks.programs import SIZES, STEPS
+
+    steps = args.runs or STEPS[args.program]
+    calls, timing = collections.defaultdict(list), [False]
+    call = jax.stages.Compiled.__call__
+
+    def timed(self, *a, **kw):
+        if not timing[0]:
+            return call(self, *a, **kw)
+        t0 = time.perf_counter()
+        out = call(self, *a, **kw)
+        t1 = time.perf_counter()
+        jax.block_until_ready(out)
+        calls[id(self)].append((t1 - t0, time.perf_counter() - t0))
+        return out
+
+    jax.stages.Compiled.__call__ = timed
+    try:
+        with jg.execution_mode("auto"):
+            saved, _segment.compile_payback = _segment.compile_payback, 0  # as programs.py's hot runs warm up:
+            try:  # every structure that repeats compiles
+                for _ in range(2):
+                    _programs.PROGRAMS[args.program](jg, steps, **SIZES[args.program])
+                    _segment.wait_compiles()
+            finally:
+                _segment.compile_payback = saved
+            _kernel_cache.wait_compiles()
+            before, timing[0] = jg.graphs.segment_cache_info(), True
+            t0 = time.perf_counter()
+            _programs.PROGRAMS[args.program](jg, steps, **SIZES[args.program])
+            jg.synchronize()
+            seconds, after = time.perf_counter() - t0, jg.graphs.segment_cache_info()
+    finally:
+        jax.stages.Compiled.__call__ = call
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc={os.cpu_count()}, jax {jax.__version__}, "
+          f"load {os.getloadavg()}")
+    print(f"{args.program}, {steps} steps hot in auto mode: {seconds:.2f} s; {after.compiled_runs - before.compiled_runs}"
+          f" compiled runs, {after.interpreted - before.interpreted} op by op, {after.compiles - before.compiles} "
+          f"background compiles ({after.compile_seconds - before.compile_seconds:.2f} s)")
+    if not calls:
+        print("no compiled executable ran")
+        return
+    top = max(calls, key=lambda k: len(calls[k]))
+    t = np.asarray(calls[top]) * 1e6
+    ready = t[:, 1]
+    print(f"most called executable: {len(t)} calls; us per call: dispatch median {np.median(t[:, 0]):.0f}, ready "
+          f"median {np.median(ready):.0f}, mean {ready.mean():.0f}, p90 {np.percentile(ready, 90):.0f}; "
+          f"{int((ready > 1000).sum())} calls over 1 ms (their total {ready[ready > 1000].sum() / 1e3:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
