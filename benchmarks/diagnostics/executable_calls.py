@@ -3,11 +3,13 @@
     PYTHONPATH=$PWD python -m benchmarks.diagnostics.executable_calls [--program reinforce] [--runs 30]
 
 Runs ``tests/_programs.py``'s program at ``benchmarks/programs.py``'s sizes twice in "auto" mode with every
-structure that repeats compiled (``compile_payback = 0``, as ``programs.py``'s hot runs warm up), then again with every call of a compiled executable (``jax.stages.Compiled``) timed:
-until the call returns (dispatch) and until its outputs are ready. Prints, for the most called executable, the
-median, mean and 90th percentile, how many calls took over 1 ms, and what the structure cache did meanwhile.
-A mean far above the median means a few calls stall (the 2026-11-27 REINFORCE finding in RESULTS.md). Asserts
-nothing.
+structure that repeats compiled (``compile_payback = 0``, as ``programs.py``'s hot runs warm up), then again with
+every call of a compiled executable (``jax.stages.Compiled``) timed: until the call returns (dispatch) and until
+its outputs are ready. Prints, for the most called executable, the median, mean and 90th percentile, how many
+calls took over 1 ms, and what the structure cache did meanwhile. A mean far above the median means some calls
+stall (the 2026-11-27 REINFORCE finding in RESULTS.md). ``--default-warmup`` warms up with the default
+``compile_payback`` instead, so that structures may still compile in the background during the timed run.
+Asserts nothing.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--program", default="reinforce")
     p.add_argument("--runs", type=int, default=None, help="steps (episodes) per run; default: programs.py's")
+    p.add_argument("--default-warmup", action="store_true",
+                   help="warm up once with the default compile_payback (background compiles may run while timed)")
     args = p.parse_args(argv)
     import jax
     import jax.stages
@@ -52,9 +56,11 @@ def main(argv=None):
     jax.stages.Compiled.__call__ = timed
     try:
         with jg.execution_mode("auto"):
-            saved, _segment.compile_payback = _segment.compile_payback, 0  # as programs.py's hot runs warm up:
-            try:  # every structure that repeats compiles
-                for _ in range(2):
+            saved = _segment.compile_payback
+            if not args.default_warmup:  # as programs.py's hot runs warm up: every structure that repeats compiles
+                _segment.compile_payback = 0
+            try:
+                for _ in range(1 if args.default_warmup else 2):
                     _programs.PROGRAMS[args.program](jg, steps, **SIZES[args.program])
                     _segment.wait_compiles()
             finally:
@@ -69,9 +75,10 @@ def main(argv=None):
         jax.stages.Compiled.__call__ = call
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc={os.cpu_count()}, jax {jax.__version__}, "
           f"load {os.getloadavg()}")
-    print(f"{args.program}, {steps} steps hot in auto mode: {seconds:.2f} s; {after.compiled_runs - before.compiled_runs}"
-          f" compiled runs, {after.interpreted - before.interpreted} op by op, {after.compiles - before.compiles} "
-          f"background compiles ({after.compile_seconds - before.compile_seconds:.2f} s)")
+    print(f"{args.program}, {steps} steps hot in auto mode: {seconds:.2f} s; "
+          f"{after.compiled_runs - before.compiled_runs} compiled runs, {after.interpreted - before.interpreted} op by "
+          f"op, {after.compiles - before.compiles} background compiles "
+          f"({after.compile_seconds - before.compile_seconds:.2f} s)")
     if not calls:
         print("no compiled executable ran")
         return
