@@ -71,7 +71,7 @@ import numpy as np
 
 from ..core._device import single_sharding
 from ..core._dtype import _X64_STATE, x64_scope
-from . import _kernel_interp
+from . import _compile_priority, _kernel_interp
 
 try:
     from jax._src.array import ArrayImpl as _Array
@@ -120,6 +120,9 @@ compile_payback = 1.0
 background_compile = True
 #: Expected seconds of one kernel's compile before any was measured.
 compile_prior = 0.05
+#: Background kernel compiles run at this much lower priority (nice values, Linux; Note [Compile priority] in
+#: ``_compile_priority``): on busy cores the program's threads run first. 0: the program's priority.
+compile_nice = 10
 #: Counts: calls interpreted, shapes that compiled after being interpreted, shapes never interpretable.
 stats = {"interpreted": 0, "promoted": 0, "compiled_new": 0}
 _measured = [0, 0.0]  # compiles timed after interpretation, their seconds
@@ -334,7 +337,7 @@ def _work():
             kernel, sig, args = _jobs.pop(0)
         t0 = time.perf_counter()
         try:
-            with x64_scope():  # kernels compile as they run: JAX's 64-bit types on (thread-locally)
+            with x64_scope(), _compile_priority.compiling(compile_nice):  # (x64: kernels compile as they run)
                 kernel.jit.lower(*args).compile()  # fills the jax.jit's cache: its next call runs it
         except Exception:  # noqa: BLE001 - the main thread's call through jax.jit raises it, if it still does
             pass

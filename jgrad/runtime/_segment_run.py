@@ -1,8 +1,8 @@
 """How a recorded segment runs: op by op (the first tier) or as one compiled executable, and where its
 outputs come back (one flat array per dtype on accelerators, sliced when read).
 
-Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture)
-and ``_dtype``; used by the ``_segment`` modules: ``_segment_barrier`` runs and compiles segments with it (the knobs,
+Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture),
+``_compile_priority`` and ``_dtype``; used by the ``_segment`` modules: ``_segment_barrier`` runs and compiles segments with it (the knobs,
 ``pack_outputs``..., are ``_segment``'s, passed in), ``_segment`` records packed inputs and dynamic scalars with it.
 Also the worker that runs background compiles one at a time (``CompileWorker``) and the executables kept
 (``ExecutableLRU``).
@@ -10,7 +10,6 @@ Also the worker that runs background compiles one at a time (``CompileWorker``) 
 from __future__ import annotations
 
 import collections
-import os
 import sys
 import threading
 import warnings
@@ -19,6 +18,7 @@ import weakref
 import jax
 
 from ..core import _host_copies
+from . import _compile_priority
 from ._compile import _Progress, compiler_options
 from ..core._recorder import _tree_unflatten
 from ..core._dtype import x64_scope
@@ -112,7 +112,7 @@ class CompileWorker:
     def __init__(self, nice=lambda: 0):
         self.jobs, self.lock, self.worker, self.threads = [], threading.Lock(), None, set()
         self.seconds, self.ops = 0.0, 0
-        self.nice = nice  # () -> how much to lower the worker thread's priority (Linux: its nice value)
+        self.nice = nice  # () -> how much to lower the compiles' priority (Linux: nice values; _compile_priority)
 
     def submit(self, job):
         with self.lock:
@@ -123,7 +123,6 @@ class CompileWorker:
                 t.start()
 
     def _work(self):
-        _lower_priority(self.nice())
         while True:
             with self.lock:
                 if not self.jobs:
@@ -131,7 +130,8 @@ class CompileWorker:
                     self.worker = None
                     return
                 job = self.jobs.pop(0)
-            job()
+            with _compile_priority.compiling(self.nice()):
+                job()
 
     def wait(self):
         """Until every submitted compile has run."""
@@ -156,17 +156,6 @@ class CompileWorker:
         if self.ops:
             per_op = (self.seconds + 100 * per_op) / (self.ops + 100)
         return base + per_op * ops
-
-
-def _lower_priority(nice):
-    """Raise this thread's nice value by ``nice`` (Linux, where a thread has its own; the threads XLA starts from it
-    inherit it): where the cores are busy, the program's own threads run first and the compile takes what is left."""
-    if nice > 0 and sys.platform.startswith("linux"):
-        try:
-            tid = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
-        except (OSError, AttributeError):  # not permitted, or no such call: the compile runs at the program's priority
-            pass
 
 
 class ExecutableLRU:
