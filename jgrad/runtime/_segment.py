@@ -128,6 +128,10 @@ compile_payback = 1.0
 #: busy (the program's own threads, XLA's, other processes) a compile takes only what the program leaves, so that
 #: compiling does not slow the program it is for (it then finishes later). 0: the program's priority.
 compile_nice = 10
+#: A segment compiled on a CPU is called once on zeros by the compiling thread, so that the program's first call of
+#: it does not pay XLA's one-time loading of its kernels (Note [Warm executables] in ``_segment_run``), unless its
+#: inputs exceed this many bytes. 0: never.
+warm_max_bytes = 1 << 28
 #: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).
 compile_prior = (0.3, 0.02)
 #: Gradients ``zero_grad`` let go of that one segment keeps to write its results into (``Segment.recycle``).

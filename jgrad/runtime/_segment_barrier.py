@@ -404,6 +404,7 @@ class Barrier:
                 warnings.warn(f"jgrad: compiling a segment of {len(steps)} ops failed ({entry.failed}); it keeps "
                               "running op by op.", RuntimeWarning, stacklevel=2)
             else:
+                _run.warm(exe, specs, device, knobs.warm_max_bytes)  # (its first call's cost, paid here)
                 entry.variants.append((donate, exe))
                 _stats.evicted += _executables.add(entry, knobs.max_executables)
                 took = time.perf_counter() - t0

@@ -16,6 +16,7 @@ import warnings
 import weakref
 
 import jax
+import numpy as np
 
 from ..core import _host_copies
 from . import _compile_priority
@@ -374,6 +375,44 @@ def spec(x):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
                                     sharding=x.sharding if x.committed else None)
     return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
+
+
+# Note [Warm executables]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# An XLA:CPU executable's first call costs far more than its later ones: XLA finishes loading its kernels then
+# (jax 0.10.2, 2-core CPU: a 50-op function's first call 30 ms and then 0.2-0.5 ms; 200 ops 90-120 ms, then ~1 ms;
+# 800 ops 330-550 ms, then 3-6 ms). A segment compiled in the background would pay that at its first barrier, on
+# the program's thread, which waits for it: LBFGS's hot "auto" run spent ~1.3 s more than the next run on one of
+# XLA's threads, and the program waited. So the compiling thread calls the new executable once on zeros before the
+# barrier may use it (``warm``), at the compile's low priority. Skipped: executables holding a loop (zeros might
+# never end it) or a host callback (their effects), inputs over ``_segment.warm_max_bytes``, and other devices
+# (not measured there). The result is dropped; the executable is pure, so nothing else changes.
+def warm(exe, specs, device, max_bytes):
+    """Call a CPU executable once on zeros, in the thread that compiled it, so that its first call's one-time cost
+    is not the program's (Note [Warm executables]). True when it ran; False when skipped (not a CPU, inputs over
+    ``max_bytes``, a loop or a host callback in it, or the call failed), and the program's first call pays it."""
+    if device.type != "cpu" or not max_bytes:
+        return False
+    nbytes = sum(x.size * x.dtype.itemsize for x in specs if isinstance(x, jax.ShapeDtypeStruct))
+    if nbytes > max_bytes:
+        return False
+    try:
+        text = exe.as_text() or ""
+        if " while(" in text or "callback" in text:  # zeros could loop for ever, or reach the host
+            return False
+        with x64_scope():
+            args = [jax.device_put(_zero(x), x.sharding or device.jax_device)
+                    if isinstance(x, jax.ShapeDtypeStruct) else x for x in specs]
+            jax.block_until_ready(exe(*args))
+    except Exception:  # noqa: BLE001 - not a jax executable, or inputs it could not make: its first call warms it
+        return False
+    return True
+
+
+def _zero(spec):
+    if spec.weak_type and spec.shape == ():  # (a dynamic scalar: a Python number, weakly typed as it was)
+        return spec.dtype.type(0).item()
+    return np.zeros(spec.shape, spec.dtype)
 
 
 def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options=None):
