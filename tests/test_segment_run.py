@@ -11,6 +11,7 @@ from jgrad.core._dtype import x64_scope
 from jgrad.runtime import _segment, _segment_run
 
 CPU = jg.device("cpu")
+pytestmark = pytest.mark.cpu_only("warming is for CPU executables; the GPU test mode compiles for the GPU")
 
 
 def _compiled(fn, *specs, donate=()):

@@ -18,8 +18,11 @@ So each background compile is timed per thread (``/proc/self/task/*/schedstat``,
 least ``share`` of the compile's wall time and ``min_seconds``, that is not a Python thread, and that is not one
 of XLA's named pools (``tf_*``: the executables' intra-op and dispatch threads, which the program waits on) is
 taken for a compile thread and niced once. The first background compile of a process still competes at the
-program's priority; the ones after it do not. A native thread of another library (an OpenMP pool) that the
-program keeps busy during a compile would be niced too: it then yields only while the cores are contended.
+program's priority; the ones after it do not. Where other work shares the cores, a compile thread may run for
+less than ``share`` of the wall and stay at the program's priority. The rule can also take a thread that runs the
+program's own work, if that kept it busy for ``share`` of a compile: XLA's unnamed async-dispatch threads of eager
+mode (LBFGS eager: ~30% each), or another library's native pool (OpenMP). Such a thread then yields only while the
+cores are contended.
 Linux only; elsewhere, or where ``setpriority`` is refused, compiles run at the program's priority.
 """
 from __future__ import annotations
