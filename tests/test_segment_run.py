@@ -15,7 +15,9 @@ pytestmark = pytest.mark.cpu_only("warming is for CPU executables; the GPU test 
 
 
 def _compiled(fn, *specs, donate=()):
-    return jax.jit(fn, donate_argnums=donate).lower(*specs).compile()
+    """(the executable, the jaxpr it was compiled from)"""
+    traced = jax.jit(fn, donate_argnums=donate).trace(*specs)
+    return traced.lower().compile(), traced.jaxpr
 
 
 class _Counting:
@@ -34,8 +36,9 @@ class _Counting:
 
 def test_warm_calls_a_cpu_executable_once_on_zeros_of_its_input_specs():
     specs = [jax.ShapeDtypeStruct((3, 4), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32)]
-    exe = _Counting(_compiled(lambda x, i: x * i + 1.0, *specs, donate=(0,)))
-    assert _segment_run.warm(exe, specs, CPU, 1 << 20)
+    exe, jaxpr = _compiled(lambda x, i: x * i + 1.0, *specs, donate=(0,))
+    exe = _Counting(exe)
+    assert _segment_run.warm(exe, specs, CPU, 1 << 20, jaxpr)
     (args,) = exe.calls
     assert [(a.shape, a.dtype) for a in args] == [((3, 4), np.float32), ((), np.int32)]
     assert all(not np.asarray(a).any() for a in args if not a.is_deleted())  # (a donated input is gone)
@@ -49,27 +52,38 @@ def test_warm_makes_a_dynamic_scalar_as_the_weakly_typed_number_it_was():
     spec = _segment_run.spec(lr)
     assert spec.weak_type
     with x64_scope():
-        exe = _Counting(_compiled(lambda x, a: x - a * x, jax.ShapeDtypeStruct((2,), jnp.float64), spec))
-        assert _segment_run.warm(exe, [jax.ShapeDtypeStruct((2,), jnp.float64), spec], CPU, 1 << 20)
+        exe, jaxpr = _compiled(lambda x, a: x - a * x, jax.ShapeDtypeStruct((2,), jnp.float64), spec)
+        exe = _Counting(exe)
+        assert _segment_run.warm(exe, [jax.ShapeDtypeStruct((2,), jnp.float64), spec], CPU, 1 << 20, jaxpr)
     assert len(exe.calls) == 1
 
 
-@pytest.mark.parametrize("why", ["loop", "callback", "too big", "off", "not an executable"])
+@pytest.mark.parametrize("why", ["loop", "nested loop", "callback", "too big", "off", "not an executable"])
 def test_warm_skips_what_zeros_could_hang_or_reach_the_host_with(why):
     spec = jax.ShapeDtypeStruct((4,), jnp.float32)
     max_bytes = 1 << 20
-    if why == "loop":  # zeros might never end a loop that runs until its data says so
-        exe = _compiled(lambda x: jax.lax.while_loop(lambda v: v.sum() < 10.0, lambda v: v + 1.0, x), spec)
+
+    def loop(x):  # zeros might never end a loop that runs until its data says so
+        return jax.lax.while_loop(lambda v: v.sum() < 10.0, lambda v: v + 1.0, x)
+
+    if why == "loop":
+        exe, jaxpr = _compiled(loop, spec)
+    elif why == "nested loop":  # (inside a kernel's own jit, as a segment's steps are)
+        exe, jaxpr = _compiled(lambda x: jax.jit(loop)(x) * 2.0, spec)
     elif why == "callback":  # a host callback's effects would happen on made-up data
-        exe = _compiled(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct((4,), jnp.float32), x), spec)
+        exe, jaxpr = _compiled(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct((4,), jnp.float32), x), spec)
     else:
-        exe = _compiled(lambda x: x + 1.0, spec)
+        exe, jaxpr = _compiled(lambda x: x + 1.0, spec)
         max_bytes = {"too big": 8, "off": 0}.get(why, max_bytes)
     counting = _Counting(exe)
-    if why == "not an executable":  # (tests stand in plain functions for compile_segment's executables)
-        assert not _segment_run.warm(lambda *a: counting(*a), [spec], CPU, max_bytes)
-    else:
-        assert not _segment_run.warm(counting, [spec], CPU, max_bytes)
+    if why == "not an executable":  # (its call raises: warming is given up, nothing else happens)
+        def broken(*a):
+            counting.calls.append(a)
+            raise TypeError("not callable with these")
+        assert not _segment_run.warm(broken, [spec], CPU, max_bytes, jaxpr)
+        assert len(counting.calls) == 1
+        return
+    assert not _segment_run.warm(counting, [spec], CPU, max_bytes, jaxpr)
     assert counting.calls == []
 
 

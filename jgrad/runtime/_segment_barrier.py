@@ -392,19 +392,20 @@ class Barrier:
             t0 = time.perf_counter()
             try:
                 try:
-                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options)
+                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options,
+                                              knobs.warm_max_bytes)
                 except Exception:  # noqa: BLE001 - a platform without pinned host memory: without the copies
                     if not layout.host or entry.variants:
                         raise
                     layout.drop_host_copies()
-                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options)
+                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options,
+                                              knobs.warm_max_bytes)
             except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
                 entry.failed = f"{type(e).__name__}: {e}"
                 _stats.compile_failures += 1
                 warnings.warn(f"jgrad: compiling a segment of {len(steps)} ops failed ({entry.failed}); it keeps "
                               "running op by op.", RuntimeWarning, stacklevel=2)
             else:
-                _run.warm(exe, specs, device, knobs.warm_max_bytes)  # (its first call's cost, paid here)
                 entry.variants.append((donate, exe))
                 _stats.evicted += _executables.add(entry, knobs.max_executables)
                 took = time.perf_counter() - t0

@@ -17,6 +17,7 @@ import weakref
 
 import jax
 import numpy as np
+from jax.extend.core import subjaxprs as _subjaxprs
 
 from ..core import _host_copies
 from . import _compile_priority
@@ -384,29 +385,38 @@ def spec(x):
 # 800 ops 330-550 ms, then 3-6 ms). A segment compiled in the background would pay that at its first barrier, on
 # the program's thread, which waits for it: LBFGS's hot "auto" run spent ~1.3 s more than the next run on one of
 # XLA's threads, and the program waited. So the compiling thread calls the new executable once on zeros before the
-# barrier may use it (``warm``), at the compile's low priority. Skipped: executables holding a loop (zeros might
-# never end it) or a host callback (their effects), inputs over ``_segment.warm_max_bytes``, and other devices
-# (not measured there). The result is dropped; the executable is pure, so nothing else changes.
-def warm(exe, specs, device, max_bytes):
+# barrier may use it (``warm``, from ``compile_segment``), at the compile's low priority. Skipped: programs holding
+# a loop (zeros might never end it) or a host callback (its effects), read off the jaxpr (the compiled HLO's text
+# would hold the GIL for ~50 ms at 2000 ops); inputs over ``_segment.warm_max_bytes``; other devices (not measured
+# there). The result is dropped; the executable is pure, so nothing else changes.
+def warm(exe, specs, device, max_bytes, jaxpr):
     """Call a CPU executable once on zeros, in the thread that compiled it, so that its first call's one-time cost
-    is not the program's (Note [Warm executables]). True when it ran; False when skipped (not a CPU, inputs over
-    ``max_bytes``, a loop or a host callback in it, or the call failed), and the program's first call pays it."""
-    if device.type != "cpu" or not max_bytes:
+    is not the program's (Note [Warm executables]). ``jaxpr``: the program it was compiled from. True when it ran;
+    False when skipped (not a CPU, inputs over ``max_bytes``, a loop or a host callback in it, or the call failed),
+    and the program's first call pays it."""
+    if device.type != "cpu" or not max_bytes or _holds(jaxpr, _NOT_ON_ZEROS):
         return False
     nbytes = sum(x.size * x.dtype.itemsize for x in specs if isinstance(x, jax.ShapeDtypeStruct))
     if nbytes > max_bytes:
         return False
     try:
-        text = exe.as_text() or ""
-        if " while(" in text or "callback" in text:  # zeros could loop for ever, or reach the host
-            return False
         with x64_scope():
             args = [jax.device_put(_zero(x), x.sharding or device.jax_device)
                     if isinstance(x, jax.ShapeDtypeStruct) else x for x in specs]
             jax.block_until_ready(exe(*args))
-    except Exception:  # noqa: BLE001 - not a jax executable, or inputs it could not make: its first call warms it
+    except Exception:  # noqa: BLE001 - inputs it could not make as the executable wants them: its first call warms it
         return False
     return True
+
+
+#: Primitives an executable is not run on zeros with: a loop zeros might never end, host callbacks (their effects).
+_NOT_ON_ZEROS = frozenset({"while", "pure_callback", "io_callback", "debug_callback", "callback"})
+
+
+def _holds(jaxpr, names):
+    """Whether ``jaxpr`` (a Jaxpr or ClosedJaxpr) or one nested in it has an equation of a primitive in ``names``."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    return any(e.primitive.name in names for e in jaxpr.eqns) or any(_holds(j, names) for j in _subjaxprs(jaxpr))
 
 
 def _zero(spec):
@@ -415,9 +425,9 @@ def _zero(spec):
     return np.zeros(spec.shape, spec.dtype)
 
 
-def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options=None):
+def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options=None, warm_max_bytes=0):
     """One executable running ``steps`` on inputs of ``specs``, returning ``layout``'s outputs; ``donate``: input
-    positions XLA may write the outputs into."""
+    positions XLA may write the outputs into. ``warm_max_bytes``: see ``warm``."""
     run_steps = runner(steps, n_buffers)
     separate, groups, host = layout.separate_idx, layout.group_idx, layout.host_idx
 
@@ -437,7 +447,11 @@ def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options
         warnings.filterwarnings("ignore", message=".*donated buffers were not usable.*")
         jitted = jax.jit(run, donate_argnums=donate, keep_unused=True) if out_shardings is None else \
             jax.jit(run, donate_argnums=donate, keep_unused=True, out_shardings=out_shardings)
-        lowered = jitted.lower(*specs)
+        traced = jitted.trace(*specs)
+        lowered = traced.lower()
         options = compiler_options(device.type != "cpu", False) if gpu_options is None else (
             gpu_options if device.type != "cpu" else None)
-        return lowered.compile(compiler_options=options) if options else lowered.compile()
+        exe = lowered.compile(compiler_options=options) if options else lowered.compile()
+    if warm_max_bytes:
+        warm(exe, specs, device, warm_max_bytes, traced.jaxpr)
+    return exe
