@@ -2,8 +2,9 @@
 outputs come back (one flat array per dtype on accelerators, sliced when read).
 
 Imports ``_recorder`` (the Buffer), ``_compile`` (the progress line and XLA options shared with capture),
-``_compile_priority`` and ``_dtype``; used by the ``_segment`` modules: ``_segment_barrier`` runs and compiles segments with it (the knobs,
-``pack_outputs``..., are ``_segment``'s, passed in), ``_segment`` records packed inputs and dynamic scalars with it.
+``_compile_priority`` and ``_dtype``; used by the ``_segment`` modules: ``_segment_barrier`` runs and compiles
+segments with it (the knobs, ``pack_outputs``..., are ``_segment``'s, passed in), ``_segment`` records packed inputs
+and dynamic scalars with it.
 Also the worker that runs background compiles one at a time (``CompileWorker``) and the executables kept
 (``ExecutableLRU``).
 """
