@@ -9,7 +9,9 @@ its outputs are ready. Prints, for the most called executable, the median, mean 
 calls took over 1 ms, and what the structure cache did meanwhile. A mean far above the median means some calls
 stall (the 2026-11-27 REINFORCE finding in RESULTS.md). ``--default-warmup`` warms up with the default
 ``compile_payback`` instead, so that structures may still compile in the background during the timed run.
-Asserts nothing.
+Also prints the threads that used the most CPU during the timed run (Linux: ``/proc/self/task/*/schedstat``), with
+their nice values: XLA's unnamed compile threads at 10 once ``_compile_priority`` found them (Note [Compile
+priority]). Asserts nothing.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import argparse
 import collections
 import os
 import sys
+import threading
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -35,7 +38,7 @@ def main(argv=None):
     import jax.stages
     import numpy as np
     import jgrad as jg
-    from jgrad.runtime import _kernel_cache, _segment
+    from jgrad.runtime import _compile_priority, _kernel_cache, _segment
     from tests import _programs
     from benchmarks.programs import SIZES, STEPS
 
@@ -67,10 +70,12 @@ def main(argv=None):
                 _segment.compile_payback = saved
             _kernel_cache.wait_compiles()
             before, timing[0] = jg.graphs.segment_cache_info(), True
+            ran0 = _compile_priority._run_seconds()
             t0 = time.perf_counter()
             _programs.PROGRAMS[args.program](jg, steps, **SIZES[args.program])
             jg.synchronize()
             seconds, after = time.perf_counter() - t0, jg.graphs.segment_cache_info()
+            ran1 = _compile_priority._run_seconds()
     finally:
         jax.stages.Compiled.__call__ = call
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc={os.cpu_count()}, jax {jax.__version__}, "
@@ -79,6 +84,11 @@ def main(argv=None):
           f"{after.compiled_runs - before.compiled_runs} compiled runs, {after.interpreted - before.interpreted} op by "
           f"op, {after.compiles - before.compiles} background compiles "
           f"({after.compile_seconds - before.compile_seconds:.2f} s)")
+    python = {t.native_id: t.name for t in threading.enumerate()}
+    busy = sorted(((v - ran0.get(tid, (0.0, n))[0], tid, python.get(tid, n)) for tid, (v, n) in ran1.items()),
+                  reverse=True)[:6]
+    print("threads by CPU seconds in the timed run: " + ", ".join(
+        f"{name} ({tid}, nice {_nice(tid)}): {cpu:.2f}" for cpu, tid, name in busy if cpu > 0.005))
     if not calls:
         print("no compiled executable ran")
         return
@@ -88,6 +98,13 @@ def main(argv=None):
     print(f"most called executable: {len(t)} calls; us per call: dispatch median {np.median(t[:, 0]):.0f}, ready "
           f"median {np.median(ready):.0f}, mean {ready.mean():.0f}, p90 {np.percentile(ready, 90):.0f}; "
           f"{int((ready > 1000).sum())} calls over 1 ms (their total {ready[ready > 1000].sum() / 1e3:.0f} ms)")
+
+
+def _nice(tid):
+    try:
+        return os.getpriority(os.PRIO_PROCESS, tid)
+    except (OSError, AttributeError):
+        return "?"
 
 
 if __name__ == "__main__":
