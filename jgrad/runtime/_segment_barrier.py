@@ -388,18 +388,20 @@ class Barrier:
             entry.layout = _run.Layout(live, device, knobs.pack_outputs, knobs.pack_max_bytes, host)
         layout = entry.layout
 
+        def compile_():
+            return _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options,
+                                        knobs.warm_max_bytes)
+
         def work():
             t0 = time.perf_counter()
             try:
                 try:
-                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options,
-                                              knobs.warm_max_bytes)
+                    exe = compile_()
                 except Exception:  # noqa: BLE001 - a platform without pinned host memory: without the copies
                     if not layout.host or entry.variants:
                         raise
                     layout.drop_host_copies()
-                    exe = _run.compile_segment(steps, n, specs, layout, donate, device, knobs.gpu_compiler_options,
-                                              knobs.warm_max_bytes)
+                    exe = compile_()
             except Exception as e:  # noqa: BLE001 - the structure keeps running op by op
                 entry.failed = f"{type(e).__name__}: {e}"
                 _stats.compile_failures += 1
