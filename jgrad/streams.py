@@ -432,13 +432,22 @@ def library_code(directory: str) -> None:
     directory = os.path.abspath(directory)
     if directory not in _PKG_DIRS:
         _PKG_DIRS = _PKG_DIRS + (directory,)
+        _LIBRARY_FILE.clear()
+
+
+#: file name -> whether its frames are library code (``_user_site`` runs for every check an op issues)
+_LIBRARY_FILE: dict = {}
 
 
 def _user_site() -> str:
     f = sys._getframe(1)
+    library = _LIBRARY_FILE
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_PKG_DIRS) and "contextlib" not in fn and "threading" not in fn:
+        lib = library.get(fn)
+        if lib is None:
+            lib = library[fn] = fn.startswith(_PKG_DIRS) or "contextlib" in fn or "threading" in fn
+        if not lib:
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>"
