@@ -4,6 +4,7 @@ Values are checked against NumPy / ``jax.grad`` and against the kernel compiled 
 the compile counts through JAX's own monitoring events.
 """
 import collections
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -230,6 +231,36 @@ def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
     np.testing.assert_array_equal(y.numpy(), np.arange(67, dtype=np.float32) - 1)
 
 
+@pytest.mark.cpu_only("executables are warmed on a CPU only (Note [Warm executables])")
+def test_a_background_compiled_kernel_is_warm_before_its_next_call(knobs, monkeypatch):
+    """The kernel's background compile calls the new executable once on zeros, in its own thread (the one the jax.jit
+    runs from then on: no compile at the next call), and the program's results are unchanged."""
+    warmed = []
+    real = _kernel_cache.warm
+    monkeypatch.setattr(_kernel_cache, "warm", lambda *a: warmed.append(
+        (threading.current_thread().name, real(*a))) or warmed[-1][1])
+    _kernel_cache.compile_payback, _kernel_cache.compile_after = 1e9, 2
+    _kernel_cache.background_compile = True
+    y = jg.tensor(np.arange(71, dtype=np.float32))
+    outs = [y * 5.0 - 1.0, y * 5.0 - 1.0]  # interpreted; the second call of each kernel queues its compile
+    _kernel_cache.wait_compiles()
+    assert warmed and all(ran for _, ran in warmed), warmed
+    assert {name for name, _ in warmed} == {"jgrad-kernel-compile"}
+    before = _compiles()
+    outs.append(y * 5.0 - 1.0)  # compiled, warm: no compile here
+    assert _compiles() == before
+    for o in outs:
+        np.testing.assert_array_equal(o.numpy(), np.arange(71, dtype=np.float32) * 5 - 1)
+
+    monkeypatch.setattr(_kernel_cache, "warm_max_bytes", 0)  # the knob off: compiled, not warmed
+    warmed.clear()
+    z = jg.tensor(np.arange(73, dtype=np.float32))
+    outs = [z + 7.0, z + 7.0]
+    _kernel_cache.wait_compiles()
+    assert warmed == []
+    np.testing.assert_array_equal((z + 7.0).numpy(), np.arange(73, dtype=np.float32) + 7)
+
+
 def test_exit_lets_the_running_background_compile_finish_and_drops_the_queued(knobs):
     # the interpreter exiting while a compile thread is inside XLA can abort the process: at exit the running
     # compile is waited for and the queued ones are dropped
@@ -242,8 +273,12 @@ def test_exit_lets_the_running_background_compile_finish_and_drops_the_queued(kn
             self.name = name
             self.jit = self
             self._shapes = {}
+            self.jaxpr = None
 
-        def lower(self, *args):
+        def trace(self, *args):
+            return self
+
+        def lower(self):
             return self
 
         def compile(self):

@@ -1,6 +1,6 @@
-"""How a compiled segment is made ready: ``warm`` calls a new CPU executable once on zeros, in the compiling thread,
-so that the program's first call does not pay XLA's one-time loading (Note [Warm executables] in
-jgrad/runtime/_segment_run.py)."""
+"""How a compiled executable is made ready: ``warm`` calls a new CPU executable once on zeros, in the compiling
+thread, so that the program's first call does not pay XLA's one-time loading (Note [Warm executables] in
+jgrad/runtime/_warm.py). Segments here; a kernel's background compile in tests/test_new_shapes.py."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 
 import jgrad as jg
 from jgrad.core._dtype import x64_scope
-from jgrad.runtime import _segment, _segment_run
+from jgrad.runtime import _segment, _segment_run, _warm
 
 CPU = jg.device("cpu")
 pytestmark = pytest.mark.cpu_only("warming is for CPU executables; the GPU test mode compiles for the GPU")
@@ -38,7 +38,7 @@ def test_warm_calls_a_cpu_executable_once_on_zeros_of_its_input_specs():
     specs = [jax.ShapeDtypeStruct((3, 4), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32)]
     exe, jaxpr = _compiled(lambda x, i: x * i + 1.0, *specs, donate=(0,))
     exe = _Counting(exe)
-    assert _segment_run.warm(exe, specs, CPU, 1 << 20, jaxpr)
+    assert _warm.warm(exe, specs, CPU, 1 << 20, jaxpr)
     (args,) = exe.calls
     assert [(a.shape, a.dtype) for a in args] == [((3, 4), np.float32), ((), np.int32)]
     assert all(not np.asarray(a).any() for a in args if not a.is_deleted())  # (a donated input is gone)
@@ -54,7 +54,7 @@ def test_warm_makes_a_dynamic_scalar_as_the_weakly_typed_number_it_was():
     with x64_scope():
         exe, jaxpr = _compiled(lambda x, a: x - a * x, jax.ShapeDtypeStruct((2,), jnp.float64), spec)
         exe = _Counting(exe)
-        assert _segment_run.warm(exe, [jax.ShapeDtypeStruct((2,), jnp.float64), spec], CPU, 1 << 20, jaxpr)
+        assert _warm.warm(exe, [jax.ShapeDtypeStruct((2,), jnp.float64), spec], CPU, 1 << 20, jaxpr)
     assert len(exe.calls) == 1
 
 
@@ -80,11 +80,26 @@ def test_warm_skips_what_zeros_could_hang_or_reach_the_host_with(why):
         def broken(*a):
             counting.calls.append(a)
             raise TypeError("not callable with these")
-        assert not _segment_run.warm(broken, [spec], CPU, max_bytes, jaxpr)
+        assert not _warm.warm(broken, [spec], CPU, max_bytes, jaxpr)
         assert len(counting.calls) == 1
         return
-    assert not _segment_run.warm(counting, [spec], CPU, max_bytes, jaxpr)
+    assert not _warm.warm(counting, [spec], CPU, max_bytes, jaxpr)
     assert counting.calls == []
+
+
+def test_warm_reads_the_place_off_the_specs_and_takes_a_tree_of_arguments():
+    """A kernel's warm-up (``device=None``): the arguments are a pytree (a tuple of a backward kernel's saved
+    values), each struct placed by its own sharding; with nothing placed to read a device off, it is skipped."""
+    x = jnp.ones((2, 3), jnp.float32)
+    specs = ((_warm.spec_of(x), 2.0), _warm.spec_of(x[0]))
+    assert specs[0][0].sharding == x.sharding and specs[0][1] == 2.0
+    exe, jaxpr = _compiled(lambda pair, v: pair[0] * pair[1] + v, *specs)
+    exe = _Counting(exe)
+    assert _warm.warm(exe, specs, None, 1 << 20, jaxpr)
+    ((pair, v),) = exe.calls
+    assert pair[1] == 2.0 and not np.asarray(pair[0]).any() and v.shape == (3,)
+    assert next(iter(pair[0].devices())).platform == "cpu"
+    assert not _warm.warm(exe, (3.0,), None, 1 << 20, jaxpr) and len(exe.calls) == 1
 
 
 def test_a_background_compiled_segment_is_warm_before_its_first_run(monkeypatch):

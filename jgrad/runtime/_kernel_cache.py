@@ -72,6 +72,7 @@ import numpy as np
 from ..core._device import single_sharding
 from ..core._dtype import _X64_STATE, x64_scope
 from . import _compile_priority, _kernel_interp
+from ._warm import spec_of, warm
 
 try:
     from jax._src.array import ArrayImpl as _Array
@@ -123,6 +124,9 @@ compile_prior = 0.05
 #: Background kernel compiles run at this much lower priority (nice values, Linux; Note [Compile priority] in
 #: ``_compile_priority``): on busy cores the program's threads run first. 0: the program's priority.
 compile_nice = 10
+#: A kernel compiled in the background is called once on zeros before the program's next call (Note [Warm
+#: executables] in ``_warm``) when its inputs take at most this many bytes; 0: never.
+warm_max_bytes = 1 << 28
 #: Counts: calls interpreted, shapes that compiled after being interpreted, shapes never interpretable.
 stats = {"interpreted": 0, "promoted": 0, "compiled_new": 0}
 _measured = [0, 0.0]  # compiles timed after interpretation, their seconds
@@ -336,12 +340,17 @@ def _work():
                 return
             kernel, sig, args = _jobs.pop(0)
         t0 = time.perf_counter()
+        seconds = None
         try:
             with x64_scope(), _compile_priority.compiling(compile_nice):  # (x64: kernels compile as they run)
-                kernel.jit.lower(*args).compile()  # fills the jax.jit's cache: its next call runs it
+                traced = kernel.jit.trace(*args)
+                exe = traced.lower().compile()  # fills the jax.jit's cache: its next call runs it
+                seconds = time.perf_counter() - t0
+                if warm_max_bytes:
+                    warm(exe, jax.tree_util.tree_map(spec_of, args), None, warm_max_bytes, traced.jaxpr)
         except Exception:  # noqa: BLE001 - the main thread's call through jax.jit raises it, if it still does
             pass
-        _compiled(kernel, sig, time.perf_counter() - t0, fresh=True)
+        _compiled(kernel, sig, seconds if seconds is not None else time.perf_counter() - t0, fresh=True)
 
 
 def wait_compiles() -> None:

@@ -129,7 +129,7 @@ compile_payback = 1.0
 #: compiling does not slow the program it is for (it then finishes later). 0: the program's priority.
 compile_nice = 10
 #: A segment compiled on a CPU is called once on zeros by the compiling thread, so that the program's first call of
-#: it does not pay XLA's one-time loading of its kernels (Note [Warm executables] in ``_segment_run``), unless its
+#: it does not pay XLA's one-time loading of its kernels (Note [Warm executables] in ``_warm``), unless its
 #: inputs exceed this many bytes. 0: never.
 warm_max_bytes = 1 << 28
 #: What a compile is expected to cost before any was measured: seconds at 0 ops, and per op (2-core CPU).

@@ -18,10 +18,10 @@ import weakref
 
 import jax
 import numpy as np
-from jax.extend.core import subjaxprs as _subjaxprs
 
 from ..core import _host_copies
 from . import _compile_priority
+from ._warm import warm
 from ._compile import _Progress, compiler_options
 from ..core._recorder import _tree_unflatten
 from ..core._dtype import x64_scope
@@ -377,53 +377,6 @@ def spec(x):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
                                     sharding=x.sharding if x.committed else None)
     return x  # Python scalars and NumPy arrays: lowered from the value (its type and shape matter, not it)
-
-
-# Note [Warm executables]
-# ~~~~~~~~~~~~~~~~~~~~~~~
-# An XLA:CPU executable's first call costs far more than its later ones: XLA finishes loading its kernels then
-# (jax 0.10.2, 2-core CPU: a 50-op function's first call 30 ms and then 0.2-0.5 ms; 200 ops 90-120 ms, then ~1 ms;
-# 800 ops 330-550 ms, then 3-6 ms). A segment compiled in the background would pay that at its first barrier, on
-# the program's thread, which waits for it: LBFGS's hot "auto" run spent ~1.3 s more than the next run on one of
-# XLA's threads, and the program waited. So the compiling thread calls the new executable once on zeros before the
-# barrier may use it (``warm``, from ``compile_segment``), at the compile's low priority. Skipped: programs holding
-# a loop (zeros might never end it) or a host callback (its effects), read off the jaxpr (the compiled HLO's text
-# would hold the GIL for ~50 ms at 2000 ops); inputs over ``_segment.warm_max_bytes``; other devices (not measured
-# there). The result is dropped; the executable is pure, so nothing else changes.
-def warm(exe, specs, device, max_bytes, jaxpr):
-    """Call a CPU executable once on zeros, in the thread that compiled it, so that its first call's one-time cost
-    is not the program's (Note [Warm executables]). ``jaxpr``: the program it was compiled from. True when it ran;
-    False when skipped (not a CPU, inputs over ``max_bytes``, a loop or a host callback in it, or the call failed),
-    and the program's first call pays it."""
-    if device.type != "cpu" or not max_bytes or _holds(jaxpr, _NOT_ON_ZEROS):
-        return False
-    nbytes = sum(x.size * x.dtype.itemsize for x in specs if isinstance(x, jax.ShapeDtypeStruct))
-    if nbytes > max_bytes:
-        return False
-    try:
-        with x64_scope():
-            args = [jax.device_put(_zero(x), x.sharding or device.jax_device)
-                    if isinstance(x, jax.ShapeDtypeStruct) else x for x in specs]
-            jax.block_until_ready(exe(*args))
-    except Exception:  # noqa: BLE001 - inputs it could not make as the executable wants them: its first call warms it
-        return False
-    return True
-
-
-#: Primitives an executable is not run on zeros with: a loop zeros might never end, host callbacks (their effects).
-_NOT_ON_ZEROS = frozenset({"while", "pure_callback", "io_callback", "debug_callback", "callback"})
-
-
-def _holds(jaxpr, names):
-    """Whether ``jaxpr`` (a Jaxpr or ClosedJaxpr) or one nested in it has an equation of a primitive in ``names``."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    return any(e.primitive.name in names for e in jaxpr.eqns) or any(_holds(j, names) for j in _subjaxprs(jaxpr))
-
-
-def _zero(spec):
-    if spec.weak_type and spec.shape == ():  # (a dynamic scalar: a Python number, weakly typed as it was)
-        return spec.dtype.type(0).item()
-    return np.zeros(spec.shape, spec.dtype)
 
 
 def compile_segment(steps, n_buffers, specs, layout, donate, device, gpu_options=None, warm_max_bytes=0):
