@@ -231,13 +231,14 @@ def test_hot_shape_compiles_and_unsupported_kernels_compile(knobs):
     np.testing.assert_array_equal(y.numpy(), np.arange(67, dtype=np.float32) - 1)
 
 
-@pytest.mark.cpu_only("executables are warmed on a CPU only (Note [Warm executables])")
+@pytest.mark.cpu_only("kernels are interpreted, then warmed, on a CPU only (Notes [New shapes], [Warm executables])")
 def test_a_background_compiled_kernel_is_warm_before_its_next_call(knobs, monkeypatch):
-    """The kernel's background compile calls the new executable once on zeros, in its own thread (the one the jax.jit
-    runs from then on: no compile at the next call), and the program's results are unchanged."""
+    """The kernel's background compile calls its jax.jit once more on the inputs that asked for it, in its own thread:
+    the program's next call finds the executable loaded and the signature in the jit's cache (no compile), and the
+    program's results are unchanged."""
     warmed = []
-    real = _kernel_cache.warm
-    monkeypatch.setattr(_kernel_cache, "warm", lambda *a: warmed.append(
+    real = _kernel_cache.warm_call
+    monkeypatch.setattr(_kernel_cache, "warm_call", lambda *a: warmed.append(
         (threading.current_thread().name, real(*a))) or warmed[-1][1])
     _kernel_cache.compile_payback, _kernel_cache.compile_after = 1e9, 2
     _kernel_cache.background_compile = True

@@ -87,19 +87,33 @@ def test_warm_skips_what_zeros_could_hang_or_reach_the_host_with(why):
     assert counting.calls == []
 
 
-def test_warm_reads_the_place_off_the_specs_and_takes_a_tree_of_arguments():
-    """A kernel's warm-up (``device=None``): the arguments are a pytree (a tuple of a backward kernel's saved
-    values), each struct placed by its own sharding; with nothing placed to read a device off, it is skipped."""
-    x = jnp.ones((2, 3), jnp.float32)
-    specs = ((_warm.spec_of(x), 2.0), _warm.spec_of(x[0]))
-    assert specs[0][0].sharding == x.sharding and specs[0][1] == 2.0
-    exe, jaxpr = _compiled(lambda pair, v: pair[0] * pair[1] + v, *specs)
-    exe = _Counting(exe)
-    assert _warm.warm(exe, specs, None, 1 << 20, jaxpr)
-    ((pair, v),) = exe.calls
-    assert pair[1] == 2.0 and not np.asarray(pair[0]).any() and v.shape == (3,)
-    assert next(iter(pair[0].devices())).platform == "cpu"
-    assert not _warm.warm(exe, (3.0,), None, 1 << 20, jaxpr) and len(exe.calls) == 1
+def test_warm_call_runs_the_jit_on_the_programs_own_inputs_once():
+    """A kernel's warm-up (``warm_call``): its jax.jit, called on the inputs that asked for the compile (a pytree: a
+    backward kernel's tuple of saved values), so that the jit's own cache knows the signature; loops run (those
+    inputs end them), host callbacks, inputs over the cap and a cap of 0 do not."""
+    calls = []
+
+    def fn(pair, v):
+        calls.append(1)  # (runs when jax traces it: a call that does not trace adds nothing)
+        return pair[0] * pair[1] + v
+
+    jitted = jax.jit(fn)
+    args = ((jnp.ones((2, 3), jnp.float32), jnp.float32(2.0)), jnp.ones(3, jnp.float32))
+    traced = jitted.trace(*args)
+    traced.lower().compile()
+    assert _warm.warm_call(jitted, args, 1 << 20, traced.jaxpr)
+    assert jitted._cache_size() == 1  # the jit's own dispatch cache holds the signature now
+    loop = jax.jit(lambda x: jax.lax.while_loop(lambda v: v.sum() < 10.0, lambda v: v + 1.0, x))
+    x = jnp.ones(4, jnp.float32)
+    assert _warm.warm_call(loop, (x,), 1 << 20, loop.trace(x).jaxpr)
+    effect = jax.jit(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct((4,), jnp.float32), x))
+    assert not _warm.warm_call(effect, (x,), 1 << 20, effect.trace(x).jaxpr)
+    assert effect._cache_size() == 0
+    add = jax.jit(lambda x: x + 1.0)
+    assert not _warm.warm_call(add, (x,), 8, add.trace(x).jaxpr)
+    assert not _warm.warm_call(add, (x,), 0, add.trace(x).jaxpr)
+    assert not _warm.warm_call(add, (2.0,), 1 << 20, add.trace(2.0).jaxpr)  # (no array to tell the device by)
+    assert add._cache_size() == 0
 
 
 def test_a_background_compiled_segment_is_warm_before_its_first_run(monkeypatch):

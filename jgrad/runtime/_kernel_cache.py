@@ -72,7 +72,7 @@ import numpy as np
 from ..core._device import single_sharding
 from ..core._dtype import _X64_STATE, x64_scope
 from . import _compile_priority, _kernel_interp
-from ._warm import spec_of, warm
+from ._warm import warm_call
 
 try:
     from jax._src.array import ArrayImpl as _Array
@@ -124,8 +124,8 @@ compile_prior = 0.05
 #: Background kernel compiles run at this much lower priority (nice values, Linux; Note [Compile priority] in
 #: ``_compile_priority``): on busy cores the program's threads run first. 0: the program's priority.
 compile_nice = 10
-#: A kernel compiled in the background is called once on zeros before the program's next call (Note [Warm
-#: executables] in ``_warm``) when its inputs take at most this many bytes; 0: never.
+#: A kernel compiled in the background is called once more, in that thread, on the inputs that asked for it, before
+#: the program's next call (Note [Warm executables] in ``_warm``), when they take at most this many bytes; 0: never.
 warm_max_bytes = 1 << 28
 #: Counts: calls interpreted, shapes that compiled after being interpreted, shapes never interpretable.
 stats = {"interpreted": 0, "promoted": 0, "compiled_new": 0}
@@ -344,10 +344,10 @@ def _work():
         try:
             with x64_scope(), _compile_priority.compiling(compile_nice):  # (x64: kernels compile as they run)
                 traced = kernel.jit.trace(*args)
-                exe = traced.lower().compile()  # fills the jax.jit's cache: its next call runs it
+                traced.lower().compile()  # fills the jax.jit's cache: its next call runs it
                 seconds = time.perf_counter() - t0
                 if warm_max_bytes:
-                    warm(exe, jax.tree_util.tree_map(spec_of, args), None, warm_max_bytes, traced.jaxpr)
+                    warm_call(kernel.jit, args, warm_max_bytes, traced.jaxpr)
         except Exception:  # noqa: BLE001 - the main thread's call through jax.jit raises it, if it still does
             pass
         _compiled(kernel, sig, seconds if seconds is not None else time.perf_counter() - t0, fresh=True)
