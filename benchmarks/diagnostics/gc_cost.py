@@ -104,7 +104,7 @@ def main(argv=None):
             young, full = med[1] + med[2], med[3]
             total = young + full
             print(f"{label + (', gc.freeze()' if frozen else ''):34s} {med[0]:7.3f} {total:7.3f} "
-                  f"{100 * total / med[0]:5.1f}% {young:8.3f} {full:7.3f} {med[6]:6.0f}")
+                  f"{100 * total / med[0]:5.1f}% {young:8.3f} {full:7.3f} {med[6]:6.2f}")
 
 
 if __name__ == "__main__":
