@@ -134,9 +134,11 @@ def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch)
             assert entry.status() != "op by op"
             assert jg.graphs.segment_cache_info().eager_stretches > stretches
             # Every structure of the step compiles in time (a GPU's steps alternate between two, with and without
-            # the recycled gradients to write into); then ten steps in a row run compiled, with no stretch.
+            # the recycled gradients to write into); then ten steps in a row run compiled, with no stretch. (A stretch
+            # may run while a structure compiles: it ends at the first step's barrier point after the compile.)
             for _ in range(100):
                 _segment.wait_compiles()
+                train_until(lambda: not _segment._stretches.active, 1)
                 before = jg.graphs.segment_cache_info()
                 train_until(lambda: False, 10)
                 after = jg.graphs.segment_cache_info()
@@ -189,5 +191,56 @@ def test_no_stretch_over_a_compiled_structure_between_uncompiled_ones(monkeypatc
         assert after.compiled_runs - before.compiled_runs == 30
         assert after.eager_stretches == before.eager_stretches
     finally:
+        jg.set_execution_mode("eager")
+        jg.graphs.segment_cache_clear()
+
+
+def test_stretches_run_while_the_structure_compiles_and_end_when_it_is_done(monkeypatch):
+    """A step whose compile is in flight runs op by op until it is done, which costs more than eager mode: stretches
+    stand for it meanwhile (it earns no credit), the stretch under way ends at the first barrier point after the
+    compile finishes, and the step then runs compiled, with no stretch over it. The compile is held back here until
+    the test lets it go."""
+    import threading
+
+    from jgrad.runtime import _segment_run
+
+    gate = threading.Event()
+    real = _segment_run.compile_segment
+
+    def held(*args, **kwargs):
+        gate.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_segment_run, "compile_segment", held)
+    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))  # due at once: the step's compile starts at once
+    monkeypatch.setattr(_segment._compiler, "ops", 0)
+    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
+    jg.graphs.segment_cache_clear()
+    step, _ = _trainer()
+    losses = []
+    try:
+        with jg.execution_mode("auto"):
+            for _ in range(40):
+                losses.append(step())
+            compiling = [e for e in _segment._listed if e.status() == "compiling"]
+            info = jg.graphs.segment_cache_info()
+            assert compiling and info.compiles == 0
+            assert info.eager_stretches >= 1 and _segment._stretches.active  # eager while the compile is held
+            assert not any(e in compiling for e, _ in _segment._stretches.credit)  # no credit for what compiles
+            gate.set()
+            _segment.wait_compiles()
+            losses.append(step())  # the first barrier point after the compile: the stretch ends
+            assert not _segment._stretches.active
+            before = jg.graphs.segment_cache_info()
+            for _ in range(10):
+                losses.append(step())
+            after = jg.graphs.segment_cache_info()
+        assert after.compiles >= 1 and after.compiled_runs - before.compiled_runs >= 10
+        assert after.eager_stretches == before.eager_stretches
+        want, _ = _train(len(losses))  # eager mode
+        np.testing.assert_allclose(losses, want, rtol=1e-5)
+    finally:
+        gate.set()
+        _segment.wait_compiles()
         jg.set_execution_mode("eager")
         jg.graphs.segment_cache_clear()

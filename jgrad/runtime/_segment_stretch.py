@@ -10,9 +10,8 @@ small model is hundreds of steps: a first run of 80 LSTM steps paid that tax on 
 
 What: after each barrier (``after_run``), the structures that ran op by op since the last stretch (the *window*)
 are looked at. When the window holds ``min_window`` runs (two, of structures a stretch stood for before), the
-latest two are of structures that repeated, none of its structures is due to compile, no compiled or compiling
-structure ran in the last ``min_window`` runs (a stretch would run those eagerly too), and nothing else is
-pending, recording stops (``_segment.auto[0]`` is
+latest two are of structures that repeated, none of its structures is due to compile, no compiled structure ran
+in the last ``min_window`` runs (a stretch would run it eagerly too), and nothing else is pending, recording stops (``_segment.auto[0]`` is
 False; the user's mode stays "auto") for a stretch of barrier points (a host read, an optimizer step's end):
 ops run as in eager mode. At the stretch's end the time it took is credited to the window's structures as if
 they had run op by op (``interp_seconds``, in proportion to what each cost in the window, scaled by the share
@@ -24,7 +23,13 @@ op-by-op runs it stands for).
 
 Stretch lengths double (from 2 barrier points up to ``max_stretch``) and end before the first of the window's
 structures would be due, estimated from the window's time per run, or as soon as a background compile finishes
-(what it compiled may run compiled from its next barrier). Switching modes (a ``jgrad.func`` trace switches
+(what it compiled may run compiled from its next barrier).
+
+A structure compiling in the background does not keep stretches from starting (it did until 2026-11-27): until its
+compile is done it runs op by op, recorded first, which costs more than eager mode, and on two cores a compile of
+a few seconds spans many steps. It earns no credit (its compile is paid for), and the stretch ends at the first
+barrier point after a compile finishes. REINFORCE's first "auto" run spent ~12 episodes recording while its
+environment step compiled, 2-4x eager mode's time each. Switching modes (a ``jgrad.func`` trace switches
 to eager mode and back) ends a stretch uncredited and starts a new window.
 
 Imports nothing of jgrad; ``_segment`` installs it (the barrier calls ``after_run``; ``step_boundary`` and the
@@ -59,9 +64,10 @@ class Stretches:
 
     def after_run(self, entry, compiled, seconds, others_pending):
         """A barrier ran ``entry`` (compiled or op by op, in ``seconds``): maybe start a stretch."""
-        if compiled or entry.variants or entry.thread is not None or entry.failed is not None:
+        if compiled or entry.variants or entry.failed is not None:
             # Compiled code runs faster than eager mode, and a stretch would run it eagerly too: no stretch until
-            # ``min_window`` runs in a row have not been compiled ones.
+            # ``min_window`` runs in a row have not been compiled ones. (One compiling in the background runs op by
+            # op until it is done, which costs more than eager mode: a stretch may stand for it.)
             self.window, self.since_compiled = [], 0
             return
         self.since_compiled += 1
@@ -80,7 +86,7 @@ class Stretches:
         if len(window) < k.min_window and not all(e in self.known for e in recent):
             return  # (after a stretch, two runs of structures stretches stood for are window enough)
         entries = {id(e): e for e, _, _ in window if e.seen_total >= 2}.values()  # (one-offs earn no credit)
-        if any(self.worth_compiling(e) for e in entries):
+        if any(e.thread is None and self.worth_compiling(e) for e in entries):
             return  # due: its next barrier compiles it
         self._start(entries)
 
@@ -92,7 +98,7 @@ class Stretches:
         for e, s, _ in window:
             if e.seen_total >= 2:
                 share[id(e)] = share.get(id(e), 0.0) + s / wall  # op-by-op seconds per second of the program
-        self.credit = tuple((e, share[id(e)]) for e in entries)
+        self.credit = tuple((e, share[id(e)]) for e in entries if e.thread is None)  # (compiling: paid for)
         self.known.update(entries)
         # Run no longer than until the first structure is due, counting each barrier point as long as a run of the
         # window (a run spans one point or more: the stretch ends early rather than late).
@@ -100,7 +106,7 @@ class Stretches:
         k = self.knobs
         due = min((k.compile_payback * self.expected_seconds(e.weight, k.compile_prior) - e.interp_seconds) / r
                   for e, r in self.credit if r > 0) if any(r > 0 for _, r in self.credit) else float("inf")
-        points = max(1, min(self.length, int(due / per_point)))
+        points = max(1, min(self.length, int(min(due / per_point, self.length))))  # (due: inf when all compile)
         self.length = min(2 * self.length, k.max_stretch)
         self.window = []
         self.remaining, self.started, self.active = points, now, True
