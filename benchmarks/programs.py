@@ -95,8 +95,8 @@ def bench(name, steps, repeat):
         for label, lib, auto in (("torch", torch, None), ("jgrad eager", jg, None),
                                  ("jgrad auto (first run)", jg, "first"), ("jgrad auto (hot)", jg, "hot")):
             _kernel_cache.wait_compiles()
+            _segment.wait_compiles()  # (a compile the last hot run started would run beside the next variant)
             if auto == "first":
-                _segment.wait_compiles()
                 jg.graphs.segment_cache_clear()
             if auto == "hot":  # every structure that repeats, compiled: the steady state of a long run
                 _segment.wait_compiles()
