@@ -76,7 +76,7 @@ def main(argv=None):
             _segment.compile_payback = saved
         gc.collect()
 
-        def run(lib, mode):
+        def run(lib, mode, program=program, steps=steps, sizes=sizes):
             with jg.execution_mode(mode):
                 program(lib, steps, **sizes)
                 jg.synchronize()

@@ -17,7 +17,6 @@ import warnings
 import weakref
 
 import jax
-import numpy as np
 
 from ..core import _host_copies
 from . import _compile_priority

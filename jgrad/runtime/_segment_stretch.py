@@ -11,9 +11,9 @@ small model is hundreds of steps: a first run of 80 LSTM steps paid that tax on 
 What: after each barrier (``after_run``), the structures that ran op by op since the last stretch (the *window*)
 are looked at. When the window holds ``min_window`` runs (two, of structures a stretch stood for before), the
 latest two are of structures that repeated, none of its structures is due to compile, no compiled structure ran
-in the last ``min_window`` runs (a stretch would run it eagerly too), and nothing else is pending, recording stops (``_segment.auto[0]`` is
-False; the user's mode stays "auto") for a stretch of barrier points (a host read, an optimizer step's end):
-ops run as in eager mode. At the stretch's end the time it took is credited to the window's structures as if
+in the last ``min_window`` runs (a stretch would run it eagerly too), and nothing else is pending, recording stops
+(``_segment.auto[0]`` is False; the user's mode stays "auto") for a stretch of barrier points (a host read, an
+optimizer step's end): ops run as in eager mode. At the stretch's end the time it took is credited to the window's structures as if
 they had run op by op (``interp_seconds``, in proportion to what each cost in the window, scaled by the share
 of the window's wall time its runs took, so that the program's own Python is not counted as rent), and
 recording resumes. A structure whose credit reaches its expected compile then compiles at its next barrier, as
@@ -106,7 +106,7 @@ class Stretches:
         k = self.knobs
         due = min((k.compile_payback * self.expected_seconds(e.weight, k.compile_prior) - e.interp_seconds) / r
                   for e, r in self.credit if r > 0) if any(r > 0 for _, r in self.credit) else float("inf")
-        points = max(1, min(self.length, int(min(due / per_point, self.length))))  # (due: inf when all compile)
+        points = max(1, int(min(self.length, due / per_point)))  # (due is inf when every structure compiles)
         self.length = min(2 * self.length, k.max_stretch)
         self.window = []
         self.remaining, self.started, self.active = points, now, True
