@@ -317,3 +317,34 @@ def test_a_new_batch_size_every_step_stays_under_the_cache_bounds(monkeypatch):
         # (on a GPU this loop's steps are new structures more often than compiled ones, issue 28: fewer than
         # three executables to evict)
         assert jg.graphs.segment_cache_info().evicted > 0
+
+
+def test_past_the_bound_kernels_not_called_lately_go_first(monkeypatch):
+    """Past ``max_executables``, the kernels of code that no longer runs forget their executables before the ones
+    in use, even when those in use hold more (a second model in the same process keeps its kernels); only if that
+    is not enough do kernels in use go, the ones holding the most first."""
+    from jgrad.runtime._kernel_cache import Kernel
+
+    monkeypatch.setattr(_kernel_cache, "max_executables", 1 << 40)  # (no count while the kernels are made)
+    monkeypatch.setattr(_kernel_cache, "in_use_seconds", 0.0)  # each count starts a new epoch: "in use" = since the
+    # count before the last one
+    old, busy = Kernel(lambda x: x * 3.0 + 1.0), Kernel(lambda x: x * 5.0 - 2.0)
+    x = {n: jax.numpy.ones(n, np.float32) for n in range(3, 12)}
+    for k, sizes in ((old, (3, 4, 5)), (busy, (6, 7, 8, 9, 10))):
+        for n in sizes:
+            k.jit(x[n])  # an executable per shape, held by the kernel's jax.jit
+    monkeypatch.setattr(_kernel_cache, "_kernels", {old: None, busy: None})
+    _kernel_cache.enforce()
+    _kernel_cache.enforce()  # two counts: what was called before them is not in use any more
+    busy(x[6])  # called since: in use
+    assert (old.jit._cache_size(), busy.jit._cache_size()) == (3, 5)
+    monkeypatch.setattr(_kernel_cache, "max_executables", 7)  # 8 held: clearing the unused 3 is enough (to 5 <= 5)
+    _kernel_cache.enforce()
+    assert (old.jit._cache_size(), busy.jit._cache_size()) == (0, 5)
+    for n in (3, 4, 5, 11):
+        old.jit(x[n])
+    busy(x[6])
+    old(x[3])  # both in use now: the one holding the most goes
+    monkeypatch.setattr(_kernel_cache, "max_executables", 8)  # 9 held, down to 6
+    _kernel_cache.enforce()
+    assert (old.jit._cache_size(), busy.jit._cache_size()) == (4, 0)

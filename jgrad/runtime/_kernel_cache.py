@@ -5,10 +5,13 @@ executable in it per input shape: a loop whose batch size changes every step com
 runs once per size and used to keep them all (about 15-25 MB per shape for a small MLP's training step on
 a CPU). Two knobs bound that:
 
-- ``max_executables``: the compiled executables kept over all kernels. Past it, the kernels holding the
-  most executables (the ones whose shapes churn) forget theirs (``clear_cache``); a shape that comes back
-  compiles again. Counted every ``check_every`` XLA compiles (JAX reports each through ``jax.monitoring``),
-  so a kernel that is only hit costs nothing.
+- ``max_executables``: the compiled executables kept over all kernels. Past it, kernels forget theirs
+  (``clear_cache``; JAX drops a jit's executables all at once): first those not called within the last
+  ``in_use_seconds`` (5-10 s: the kernels of code that no longer runs, another model in the same notebook),
+  the ones holding the most first; then, if that was not enough, the ones in use that hold the most (those
+  whose shapes churn). A shape that comes back compiles again. Counted every ``check_every`` XLA compiles (JAX
+  reports each through ``jax.monitoring``), so a kernel that is only hit costs one attribute store a call.
+  (Until 2026-11-27 the kernels holding the most went first, in use or not.)
 - ``max_keys_per_op``: kernels kept per op (one per set of static attributes); the oldest goes first.
 
 The kernel functions stay (a tiered segment's structure names them): only their executables go.
@@ -130,6 +133,10 @@ warm_max_bytes = 1 << 28
 #: Counts: calls interpreted, shapes that compiled after being interpreted, shapes never interpretable.
 stats = {"interpreted": 0, "promoted": 0, "compiled_new": 0}
 _measured = [0, 0.0]  # compiles timed after interpretation, their seconds
+#: A kernel called within the last ``in_use_seconds`` (to twice that) counts as in use when executables are dropped.
+in_use_seconds = 5.0
+_epoch = 0  # advanced by ``enforce`` once ``in_use_seconds`` have passed; a kernel's ``_used`` is the one it was called in
+_epoch_started = [0.0]
 
 _COMPILED = object()
 _FRESH = object()  # compiled in the background, not yet in the jax.jit's own cache (counted at its next call)
@@ -152,17 +159,19 @@ class Kernel:
     is the ``jax.jit`` function itself; ``jit`` is that function.
     """
 
-    __slots__ = ("jit", "tree", "_shapes", "__name__", "__qualname__", "__weakref__")
+    __slots__ = ("jit", "tree", "_shapes", "_used", "__name__", "__qualname__", "__weakref__")
 
     def __init__(self, fn, tree=False):
         self.jit = jax.jit(fn)
         self.tree = tree  # arguments are pytrees (a backward kernel's saved values, outputs and grads)
         self._shapes = {}
+        self._used = _epoch  # the count of executables (``enforce``) it was last called in
         self.__name__ = self.__qualname__ = getattr(fn, "__name__", "kernel")
 
     def __call__(self, *args):
         # The per-op hot path (Note [Kernel calls]): the key is each array's aval (one attribute, interned by JAX, so
         # hashed and compared by identity) or each scalar's type, built without a loop for one and two arguments.
+        self._used = _epoch
         if self.tree:
             return self._call_tree(args)
         n = len(args)
@@ -598,18 +607,25 @@ def executables() -> int:
 
 
 def enforce() -> None:
-    """Past ``max_executables``, clear the kernels with the most executables until a quarter is free."""
+    """Past ``max_executables``, clear kernels until a quarter is free: those not called within the last
+    ``in_use_seconds`` first, then those in use; the ones holding the most executables first in each."""
+    global _epoch
+    now = time.perf_counter()
+    if now - _epoch_started[0] >= in_use_seconds:
+        _epoch, _epoch_started[0] = _epoch + 1, now
     sizes = [(_size(fn), fn) for fn in list(_kernels)]
     total = sum(n for n, _ in sizes)
     if total <= max_executables:
         return
-    sizes.sort(key=lambda nf: -nf[0])
+    recent = _epoch - 1  # (called in this epoch or the one before: within the last 5-10 s)
+    sizes.sort(key=lambda nf: (getattr(nf[1], "_used", -1) >= recent, -nf[0]))
     target = max_executables * 3 // 4
     for n, fn in sizes:
-        if total <= target or n == 0:
+        if total <= target:
             break
-        _clear(fn)
-        total -= n
+        if n:
+            _clear(fn)
+            total -= n
 
 
 def forget_all() -> None:
