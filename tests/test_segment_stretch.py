@@ -43,6 +43,22 @@ def _train(steps, seen_modes=None):
     return losses, [p.detach().numpy() for p in model.parameters()]
 
 
+def _ten_compiled_steps(run):
+    """(info before, info after) ten steps (``run(n)`` runs n) once every structure of the step compiled (a GPU's
+    steps alternate between two, with and without the recycled gradients to write into) and none ran op by op.
+    (A stretch may run while a structure compiles: it ends at the first step's barrier point after the compile.)"""
+    for _ in range(100):
+        _segment.wait_compiles()
+        if _segment._stretches.active:
+            run(1)
+        before = jg.graphs.segment_cache_info()
+        run(10)
+        after = jg.graphs.segment_cache_info()
+        if after.interpreted == before.interpreted:
+            break
+    return before, after
+
+
 @pytest.fixture
 def far_compiles(monkeypatch):
     """Compiles expected to cost an hour: nothing becomes due in a test, so every run is eager mode's."""
@@ -133,17 +149,7 @@ def test_a_stretch_credits_its_time_so_the_structure_still_compiles(monkeypatch)
             train_until(lambda: entry.status() != "op by op", 5000)
             assert entry.status() != "op by op"
             assert jg.graphs.segment_cache_info().eager_stretches > stretches
-            # Every structure of the step compiles in time (a GPU's steps alternate between two, with and without
-            # the recycled gradients to write into); then ten steps in a row run compiled, with no stretch. (A stretch
-            # may run while a structure compiles: it ends at the first step's barrier point after the compile.)
-            for _ in range(100):
-                _segment.wait_compiles()
-                train_until(lambda: not _segment._stretches.active, 1)
-                before = jg.graphs.segment_cache_info()
-                train_until(lambda: False, 10)
-                after = jg.graphs.segment_cache_info()
-                if after.interpreted == before.interpreted:
-                    break
+            before, after = _ten_compiled_steps(lambda n: train_until(lambda: False, n))
             assert after.interpreted == before.interpreted and after.compiled_runs - before.compiled_runs >= 10
             assert after.eager_stretches == before.eager_stretches
         want, _ = _train(len(losses))  # eager mode
@@ -231,16 +237,7 @@ def test_stretches_run_while_the_structure_compiles_and_end_when_it_is_done(monk
             _segment.wait_compiles()
             losses.append(step())  # the first barrier point after the compile: the stretch ends
             assert not _segment._stretches.active
-            # Every structure of the step compiles (a GPU's steps alternate between two, with and without the
-            # recycled gradients to write into); then ten steps in a row run compiled, with no stretch.
-            for _ in range(50):
-                _segment.wait_compiles()
-                before = jg.graphs.segment_cache_info()
-                for _ in range(10):
-                    losses.append(step())
-                after = jg.graphs.segment_cache_info()
-                if after.interpreted == before.interpreted:
-                    break
+            before, after = _ten_compiled_steps(lambda n: losses.extend(step() for _ in range(n)))
         assert after.interpreted == before.interpreted and after.compiled_runs - before.compiled_runs >= 10
         assert after.eager_stretches == before.eager_stretches
         want, _ = _train(len(losses))  # eager mode
