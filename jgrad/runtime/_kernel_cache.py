@@ -165,7 +165,7 @@ class Kernel:
         self.jit = jax.jit(fn)
         self.tree = tree  # arguments are pytrees (a backward kernel's saved values, outputs and grads)
         self._shapes = {}
-        self._used = _epoch  # the count of executables (``enforce``) it was last called in
+        self._used = _epoch  # the epoch (``enforce``, ``in_use_seconds``) it was last called in
         self.__name__ = self.__qualname__ = getattr(fn, "__name__", "kernel")
 
     def __call__(self, *args):
