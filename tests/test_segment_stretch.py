@@ -247,3 +247,54 @@ def test_stretches_run_while_the_structure_compiles_and_end_when_it_is_done(monk
         _segment.wait_compiles()
         jg.set_execution_mode("eager")
         jg.graphs.segment_cache_clear()
+
+
+def test_a_structure_whose_compile_failed_runs_in_stretches_and_the_failure_ends_the_stretch(monkeypatch):
+    """A compile that fails leaves its structure running op by op for good, which costs more than eager mode:
+    the failure ends the stretch under way at the next barrier point (as a finished compile does), and stretches go
+    on standing for the structure afterwards, crediting it nothing. Values stay eager mode's."""
+    import threading
+
+    from jgrad.runtime import _segment_run
+
+    gate = threading.Event()
+
+    def failing(*args, **kwargs):
+        gate.wait(60)
+        raise RuntimeError("no executable for this test")
+
+    monkeypatch.setattr(_segment_run, "compile_segment", failing)
+    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))  # due at once: the compile starts at once
+    monkeypatch.setattr(_segment._compiler, "ops", 0)
+    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
+    jg.graphs.segment_cache_clear()
+    step, _ = _trainer()
+    losses = []
+    try:
+        with jg.execution_mode("auto"):
+            for _ in range(100):  # until a stretch stands for the structure while its compile is held
+                losses.append(step())
+                if len(losses) >= 10 and _segment._stretches.active:
+                    break
+            assert _segment._stretches.active
+            with pytest.warns(RuntimeWarning, match="compiling a segment of .* failed"):
+                gate.set()
+                _segment.wait_compiles()
+            assert jg.graphs.segment_cache_info().compile_failures >= 1
+            losses.append(step())  # the first barrier point after the failure: the stretch ends
+            assert not _segment._stretches.active
+            stretches = jg.graphs.segment_cache_info().eager_stretches
+            for _ in range(40):
+                losses.append(step())
+            info = jg.graphs.segment_cache_info()
+        failed = [e for e in _segment._listed if e.status() == "failed"]
+        assert failed and info.compiles == 0 and info.compiled_runs == 0
+        assert info.eager_stretches > stretches  # stretches go on after the failure
+        assert not any(e in failed for e, _ in _segment._stretches.credit)
+        want, _ = _train(len(losses))  # eager mode
+        np.testing.assert_allclose(losses, want, rtol=1e-6)
+    finally:
+        gate.set()
+        _segment.wait_compiles()
+        jg.set_execution_mode("eager")
+        jg.graphs.segment_cache_clear()

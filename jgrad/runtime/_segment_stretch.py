@@ -29,7 +29,9 @@ A structure compiling in the background does not keep stretches from starting (i
 compile is done it runs op by op, recorded first, which costs more than eager mode, and on two cores a compile of
 a few seconds spans many steps. It earns no credit (its compile is paid for), and the stretch ends at the first
 barrier point after a compile finishes. REINFORCE's first "auto" run spent ~12 episodes recording while its
-environment step compiled, 2-4x eager mode's time each. Switching modes (a ``jgrad.func`` trace switches
+environment step compiled, 2-4x eager mode's time each. A structure whose compile failed is treated the same way
+(since 2026-11-27): it runs op by op for good, so stretches stand for it without crediting it, and a compile that
+fails ends the stretch under way as one that succeeds does (the structures are looked at again). Switching modes (a ``jgrad.func`` trace switches
 to eager mode and back) ends a stretch uncredited and starts a new window.
 
 Imports nothing of jgrad; ``_segment`` installs it (the barrier calls ``after_run``; ``step_boundary`` and the
@@ -40,6 +42,11 @@ from __future__ import annotations
 import time
 
 _clock = time.perf_counter
+
+
+def _may_compile(entry):
+    """Whether ``entry``'s op-by-op runs still go toward a compile: none in flight and none that failed."""
+    return entry.thread is None and entry.failed is None
 
 
 class Stretches:
@@ -58,16 +65,16 @@ class Stretches:
         self.remaining = 0        # its barrier points left
         self.started = 0.0
         self.credit = ()          # (entry, seconds credited per second of stretch)
-        self.compiles_at = 0      # compiles finished when it started
+        self.compiles_at = 0      # compiles finished (or failed) when it started
         self.known = set()        # the structures stretches stood for (the program's repeating ones)
         self.since_compiled = 0   # runs recorded since the last one of a compiled (or compiling) structure
 
     def after_run(self, entry, compiled, seconds, others_pending):
         """A barrier ran ``entry`` (compiled or op by op, in ``seconds``): maybe start a stretch."""
-        if compiled or entry.variants or entry.failed is not None:
+        if compiled or entry.variants:
             # Compiled code runs faster than eager mode, and a stretch would run it eagerly too: no stretch until
-            # ``min_window`` runs in a row have not been compiled ones. (One compiling in the background runs op by
-            # op until it is done, which costs more than eager mode: a stretch may stand for it.)
+            # ``min_window`` runs in a row have not been compiled ones. (One compiling in the background, or whose
+            # compile failed, runs op by op, which costs more than eager mode: a stretch may stand for it.)
             self.window, self.since_compiled = [], 0
             return
         self.since_compiled += 1
@@ -86,7 +93,7 @@ class Stretches:
         if len(window) < k.min_window and not all(e in self.known for e in recent):
             return  # (after a stretch, two runs of structures stretches stood for are window enough)
         entries = {id(e): e for e, _, _ in window if e.seen_total >= 2}.values()  # (one-offs earn no credit)
-        if any(e.thread is None and self.worth_compiling(e) for e in entries):
+        if any(_may_compile(e) and self.worth_compiling(e) for e in entries):
             return  # due: its next barrier compiles it
         self._start(entries)
 
@@ -98,7 +105,7 @@ class Stretches:
         for e, s, _ in window:
             if e.seen_total >= 2:
                 share[id(e)] = share.get(id(e), 0.0) + s / wall  # op-by-op seconds per second of the program
-        self.credit = tuple((e, share[id(e)]) for e in entries if e.thread is None)  # (compiling: paid for)
+        self.credit = tuple((e, share[id(e)]) for e in entries if _may_compile(e))  # (compiling: paid for)
         self.known.update(entries)
         # Run no longer than until the first structure is due, counting each barrier point as long as a run of the
         # window (a run spans one point or more: the stretch ends early rather than late).
@@ -110,7 +117,7 @@ class Stretches:
         self.length = min(2 * self.length, k.max_stretch)
         self.window = []
         self.remaining, self.started, self.active = points, now, True
-        self.compiles_at = self.stats.compiles
+        self.compiles_at = self._compiles_done()
         self.stats.eager_stretches += 1
         self.recording[0] = False
 
@@ -124,8 +131,12 @@ class Stretches:
         """A barrier point (a host read, an optimizer step's end) passed during a stretch."""
         self.stats.stretch_points += 1
         self.remaining -= 1
-        if self.remaining <= 0 or self.stats.compiles != self.compiles_at:
+        if self.remaining <= 0 or self._compiles_done() != self.compiles_at:
             self.end()  # (a background compile finished: its structure may run compiled from its next barrier)
+
+    def _compiles_done(self):
+        """Compiles finished so far, those that failed included."""
+        return self.stats.compiles + self.stats.compile_failures
 
     def end(self):
         """End the stretch under way: credit its time to the window's structures; recording resumes."""
