@@ -93,7 +93,7 @@ class Buffer:
                         t = r()
                         if t is not None and t._data is self:
                             t._data = v
-                    self.holders = []
+                    self.holders = NO_HOLDERS
             elif self.packed is not None and self.packed.flats is not None:
                 self.packed.unpack()
         return self._val
@@ -119,6 +119,28 @@ class Buffer:
                                 f"({self.owner.failed_replay}). Fix the cause and replay() again.")
         return RuntimeError(f"{what} ({shape}) was created during the capture of {self.owner.graph_name} and has "
                             "no value until that graph is replayed: call replay() first, then read it.")
+
+
+class _Bound:
+    """The holders of a tiered segment's buffer once its value is bound: none are needed (a tensor on it reads
+    ``_val``), so one added is not kept. One object for every bound buffer: a graph that lives across many ops keeps
+    its saved buffers, and each object that reaches Python's oldest generation costs each full collection a visit
+    (Note [Objects a live graph keeps] in jgrad/runtime/_tape.py)."""
+
+    __slots__ = ()
+
+    def append(self, ref):
+        pass
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self):
+        return 0
+
+
+#: The holders of every bound buffer.
+NO_HOLDERS = _Bound()
 
 
 class _Holders(list):

@@ -54,7 +54,7 @@ from ..core import _host_copies
 from ..core._device import device as _Device  # a plain device (a mesh is a MeshDevice, a subclass)
 from ..core._dtype import x64_scope
 from ..core._idmap import IdWeakMap
-from ..core._recorder import Buffer
+from ..core._recorder import NO_HOLDERS, Buffer
 from . import _segment_fail as _fail, _segment_info as _info, _segment_run as _run
 from ._segment_info import SegmentCacheInfo
 
@@ -209,7 +209,7 @@ class Barrier:
                 t = r()
                 if t is not None and t._data is b:
                     t._data = v
-            b.holders = []
+            b.holders = NO_HOLDERS
         for gen in self.gens:
             k = gen._key
             if type(k) is Buffer and k.owner is self:

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import _recorder
-from ..core._recorder import Buffer
+from ..core._recorder import NO_HOLDERS, Buffer
 from . import _kernel_cache, _segment_run as _run
 from ..streams import _user_site
 
@@ -255,7 +255,7 @@ def roll_back(seg, e, state):
                     t = h()
                     if t is not None and t._data is b:
                         t._data = v
-                b.holders = []
+                b.holders = NO_HOLDERS
     lost = []
     for t, old, vc, fn, nr, req, stream, _ in seg.journal_map.values():
         if type(old) is Earlier:  # made by this segment: what was computed before the failure, if it was

@@ -6,6 +6,19 @@ for edges, ``in_avals`` and saved tensors, shapes and dtypes looked up per jax
 aval (reading them off a ``jax.Array`` is slower than the rest of recording),
 and one shared ``InputMetadata`` per stream and output aval.
 
+Note [Objects a live graph keeps]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A graph that lives across many ops (REINFORCE keeps an episode's log-probabilities for its end; a language model,
+a sequence's activations) keeps its nodes through Python's young collections into the oldest generation. A full
+collection visits every object there, and one comes each time the oldest generation has grown by a quarter: each
+object that gets there costs about four visits of a heap that, after a few hundred kernels compiled, is mostly
+JAX's trace caches. Measured on the 2-core CPU, the collector took 16-19% of a REINFORCE run (a full collection
+130-300 ms) and ~120 tracked objects per environment step got there. Where a recorded node can share an object
+instead of owning one, it does: its ``in_avals`` (one tuple per signature, ``_IN_AVALS``), a single output's
+``input_metadata`` (one tuple per aval and stream, ``_shared_metas``), and a bound segment buffer's holders
+(``_recorder.NO_HOLDERS``): 120 -> 101 per environment step in "auto" mode, 124 -> 110 in eager mode. What is left
+is the graph itself: nodes, their edges, saved tensors with their version counters, and the buffers they hold.
+
 Imports ``_tensor``, ``_recorder``, ``_dtype`` and autograd (``node``, ``anomaly``, ``grad_mode``): the
 tape builds autograd's nodes. Used by ``_dispatch`` alone.
 """
@@ -100,7 +113,21 @@ def _scan_inputs(op, args, inplace, dev, stream, with_edges):
                 saved.append(None)
     if has_saved and stream._capture is not None:
         _alias_saved(saved, stream._capture)
-    return tuple(edges), topo, tuple(in_avals), saved, has_saved
+    in_avals = tuple(in_avals)
+    shared = _IN_AVALS.get(in_avals)
+    if shared is None:
+        if len(_IN_AVALS) >= _IN_AVALS_MAX:
+            _IN_AVALS.clear()
+        shared = _IN_AVALS[in_avals] = in_avals
+    return tuple(edges), topo, shared, saved, has_saved
+
+
+#: One ``in_avals`` tuple per signature, shared by the nodes recorded with it. A graph that lives across many ops
+#: (an episode's, a sequence's) keeps its nodes through Python's young collections into the oldest generation,
+#: and each object there costs each full collection a visit: a node's own tuple, which holds dtypes (tracked),
+#: was one of them (Note [Objects a live graph keeps] above).
+_IN_AVALS: dict = {}
+_IN_AVALS_MAX = 4096
 
 
 def _alias_saved(saved, cap):
@@ -125,7 +152,7 @@ def _outputs(node, outs, dev, stream, inplace):
     if len(outs) == 1 and inplace is None:  # most ops: the loop below, unrolled
         o = outs[0]
         info = o.info if type(o) is Buffer else (_AVAL_INFO.get(o.aval) or _array_info(o))
-        node.input_metadata = (shared.get(info) or _shared_meta(shared, info, dev, stream),)
+        node.input_metadata = shared.get(info) or _shared_metas(shared, info, dev, stream)
         if info[2]:
             return (Tensor._make(o, dev, stream, True, node, 0),)
         return (Tensor._make(o, dev, stream, False, None, 0),)
@@ -135,9 +162,7 @@ def _outputs(node, outs, dev, stream, inplace):
         info = o.info if type(o) is Buffer else (_AVAL_INFO.get(o.aval) or _array_info(o))
         differentiable = info[2]
         meta = shared.get(info)
-        if meta is None:
-            meta = _shared_meta(shared, info, dev, stream)
-        metas.append(meta)
+        metas.append(meta[0] if meta is not None else _shared_meta(shared, info, dev, stream))
         if i == 0 and inplace is not None:
             results.append(_rebind(inplace, o, node))
         else:
@@ -148,10 +173,16 @@ def _outputs(node, outs, dev, stream, inplace):
 
 def _shared_meta(shared, info, dev, stream):
     """The InputMetadata of ``info`` (an entry of ``_AVAL_INFO``) on ``stream``, shared by the nodes recorded there."""
-    meta = shared.get(info)
-    if meta is None:
-        meta = shared[info] = InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream)
-    return meta
+    return _shared_metas(shared, info, dev, stream)[0]
+
+
+def _shared_metas(shared, info, dev, stream):
+    """``(InputMetadata,)`` of ``info`` on ``stream``: the ``input_metadata`` of every single-output node recorded
+    there, one tuple for all of them (a node a live graph keeps holds no tuple of its own)."""
+    metas = shared.get(info)
+    if metas is None:
+        metas = shared[info] = (InputMetadata(info[0][0], info[1] or _dtype.from_np(info[0][1]), dev, stream),)
+    return metas
 
 
 def _rebind(t, o, node):
