@@ -53,8 +53,8 @@ BOTH_MODES_IN_CI = {
     "test_anomaly.py", "test_bounds.py", "test_checks.py", "test_compile_api.py", "test_distributed.py", "test_engine.py",
     "test_errors.py", "test_execution.py", "test_failsafe.py", "test_function.py", "test_gpt_example.py",
     "test_graphs.py", "test_hooks.py", "test_inplace.py", "test_interop_dlpack.py", "test_nn_hooks.py",
-    "test_opinfo.py", "test_programs.py", "test_streams.py", "test_structure_stability.py", "test_tape.py", "test_views.py",
-    "test_views_runtime.py",
+    "test_opinfo.py", "test_programs.py", "test_streams.py", "test_structure_stability.py", "test_tape.py",
+    "test_views.py", "test_views_runtime.py",
 }
 _ALL_MODES = os.environ.get("JGRAD_TEST_THOROUGH") == "1"
 

@@ -31,8 +31,8 @@ a few seconds spans many steps. It earns no credit (its compile is paid for), an
 barrier point after a compile finishes. REINFORCE's first "auto" run spent ~12 episodes recording while its
 environment step compiled, 2-4x eager mode's time each. A structure whose compile failed is treated the same way
 (since 2026-11-27): it runs op by op for good, so stretches stand for it without crediting it, and a compile that
-fails ends the stretch under way as one that succeeds does (the structures are looked at again). Switching modes (a ``jgrad.func`` trace switches
-to eager mode and back) ends a stretch uncredited and starts a new window.
+fails ends the stretch under way as one that succeeds does (the structures are looked at again). Switching modes
+(a ``jgrad.func`` trace switches to eager mode and back) ends a stretch uncredited and starts a new window.
 
 Imports nothing of jgrad; ``_segment`` installs it (the barrier calls ``after_run``; ``step_boundary`` and the
 host-sync hook call ``point``) and gives it the knobs and the recording flag.
