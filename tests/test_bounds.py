@@ -120,3 +120,63 @@ def test_marked_results_lie_within_their_bounds(x, data):
         low, high = _bounds.known(r)
         values = np.asarray(r.detach().numpy())
         assert ((values >= low) & (values < high)).all(), (low, high, values)
+
+
+def test_integer_host_data_is_marked_with_its_range():
+    tokens = np.array([[3, 7, 1], [4, 4, 9]])
+    assert _bounds.known(jg.tensor(tokens)) == (1, 10)
+    assert _bounds.known(jg.tensor([5, -2, 0])) == (-2, 6)
+    assert _bounds.known(jg.tensor(7)) == (7, 8)
+    assert _bounds.known(jg.tensor([300, 5], dtype=jg.int8)) == (5, 45)  # the values stored: 300 wraps to 44
+    assert _bounds.known(jg.tensor(tokens, dtype=jg.float32)) is None
+    assert _bounds.known(jg.tensor([True, False])) is None
+    assert _bounds.known(jg.tensor(np.zeros((0, 3), np.int64))) is None
+    assert _bounds.known(jg.from_numpy(tokens)) == (1, 10)  # a copy in jgrad (docs/differences.md)
+    assert _bounds.known(jg.as_tensor(tokens)) is None  # may share the array's memory: a write there goes unseen
+
+
+def test_cat_and_stack_keep_the_range_that_covers_their_inputs():
+    data = jg.tensor(np.arange(2, 20))
+    x = jg.stack([data[i:i + 4] for i in (0, 5, 9)])
+    assert _bounds.known(x) == (2, 20)
+    assert _bounds.known(jg.cat([data[:3], jg.tensor([40, 41])])) == (2, 42)
+    assert _bounds.known(jg.cat([data[:3], data[:3] + 1])) is None  # one input of unknown values
+    np.testing.assert_array_equal(x.numpy(), np.stack([np.arange(2, 20)[i:i + 4] for i in (0, 5, 9)]))
+
+
+def test_a_language_models_batches_need_no_device_side_check():
+    """Batches sliced from a token tensor made from host data: the embedding's and the loss's index checks are
+    done on the host (no pending check, so "auto" mode gates no write); the values are NumPy's."""
+    rng = np.random.RandomState(0)
+    tokens = rng.randint(0, 11, size=60)
+    data = jg.tensor(tokens)
+    emb = jg.nn.Embedding(11, 4)
+    starts = (0, 17, 33)
+    x = jg.stack([data[i:i + 8] for i in starts])
+    y = jg.stack([data[i + 1:i + 9] for i in starts])
+    out = emb(x)
+    loss = jg.nn.functional.cross_entropy((out @ emb.weight.t()).view(-1, 11), y.view(-1))
+    assert _checks.pending_count() == 0
+    w = emb.weight.detach().numpy()
+    xv = np.stack([tokens[i:i + 8] for i in starts])
+    yv = np.stack([tokens[i + 1:i + 9] for i in starts])
+    np.testing.assert_allclose(out.detach().numpy(), w[xv], rtol=1e-6)
+    logits = (w[xv] @ w.T).astype(np.float64)
+    logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+        - logits.max(-1, keepdims=True)
+    want = -np.take_along_axis(logp, yv[..., None], -1).mean()
+    np.testing.assert_allclose(loss.item(), want, rtol=1e-5)
+
+
+def test_host_data_out_of_range_or_written_is_still_checked():
+    emb = jg.nn.Embedding(5, 2)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        emb(jg.tensor([1, 7]))  # its range, [1, 8), is not within [0, 5)
+        jg.synchronize()
+    data = jg.tensor([0, 1, 2, 3])
+    data[0] = 9  # a write: the mark no longer counts
+    assert _bounds.known(data) is None and _bounds.known(jg.stack([data[:2], data[2:]])) is None
+    with pytest.raises(IndexError, match="index out of range in self"):
+        emb(data[:2])
+        jg.synchronize()
+    assert _checks.pending_count() == 0

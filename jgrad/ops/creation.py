@@ -14,6 +14,7 @@ import numpy as np
 from ..core import _dtype, _factories
 from ..core._device import (MeshDevice as _MeshDevice, device as _device, from_jax as _device_from_jax,
                             get_default_device, put_host as _put_host)
+from ..runtime import _bounds
 from ..runtime._dispatch import Op, call_factory
 from ..core._tensor import Tensor
 from ._registry import as_index, check_new_shape, parse_size, tensor_method, type_name
@@ -55,7 +56,7 @@ def _as_array(data, dtype=None, device=None, copy=False):
         return _as_array_x64(data, dtype, device, copy)
 
 
-def _as_array_x64(data, dtype, device, copy):
+def _as_array_x64(data, dtype, device, copy, host=None):
     """Convert data (Tensor, jax/NumPy array, nested lists, scalar) to a jax.Array on a device.
 
     ``copy=True``: never share host memory with ``data`` (jax aliases 64-byte-aligned NumPy
@@ -78,6 +79,8 @@ def _as_array_x64(data, dtype, device, copy):
         _dtype.from_np(arr.dtype)  # unsupported dtypes fail here, clearly
     if copy and isinstance(arr, np.ndarray) and (arr is data or arr.base is not None):
         arr = arr.copy()  # a view of the caller's memory (an ndarray, a buffer, a torch tensor)
+    if host is not None and isinstance(arr, np.ndarray):
+        host.append(arr)
     return _put_host(arr, dev._placement)
 
 
@@ -86,8 +89,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 
     Like ``torch.tensor`` it never shares host memory with ``data`` (JAX arrays are immutable,
     so those are not copied)."""
-    arr = _as_array(data, dtype, device, copy=True)
+    host = []
+    with _dtype.x64_scope():
+        arr = _as_array_x64(data, dtype, device, True, host)
     t = Tensor._make(arr, _target_device(device))
+    if host:  # integer data's range: its index checks are then done (Note [Known bounds])
+        _bounds.from_host(t, host[0])
     if requires_grad:
         t.requires_grad_(True)
     return t

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import _dtype, _layout
-from ..runtime import _view_writes, _views
+from ..runtime import _bounds, _view_writes, _views
 from ..runtime._dispatch import Op, call
 from ..core._tensor import Tensor
 from ._registry import (as_index_or, check_extent, expect_tensor, check_new_shape, norm_dim, parse_size, tensor_method,
@@ -386,7 +386,7 @@ def cat(tensors, dim=0):
             if k != d and t.shape[k] != ref.shape[k]:
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
                                    f"{ref.shape[k]} but got size {t.shape[k]} for tensor number {i} in the list.")
-    return call(CAT, *tensors, dim=d)
+    return _bounds.join(call(CAT, *tensors, dim=d), tensors)  # (indices put together stay in range)
 
 
 concat = concatenate = cat
@@ -401,7 +401,7 @@ def stack(tensors, dim=0):
         if t.shape != tensors[0].shape:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
                                f"entry 0 and {list(t.shape)} at entry {i}")
-    return call(STACK, *tensors, dim=wrap_dim(dim, tensors[0].ndim + 1))
+    return _bounds.join(call(STACK, *tensors, dim=wrap_dim(dim, tensors[0].ndim + 1)), tensors)
 
 
 def _slices(input, d, sections):

@@ -11,7 +11,12 @@ of its host time for the two checks of its action.
 
 What: the ops whose results are in range whatever their inputs' values (``categorical``, ``multinomial``,
 ``randint``, ``randperm``, ``argmax``, ``argmin``: JAX's argmax and top_k return an index in range even for
-NaN inputs) mark their result with ``[low, high)``; a view of it and a widening integer cast keep the mark.
+NaN inputs) mark their result with ``[low, high)``; a view of it and a widening integer cast keep the mark, and
+``cat`` and ``stack`` of marked tensors mark theirs with the range that covers them all. ``tensor()`` of integer
+host data marks its result with the data's range (since 2026-11-27: a language model's batches are slices of a
+token tensor made that way, and the embedding's and the loss's index checks of every step were device-side ones,
+whose gate in "auto" mode covered the optimizer's ~170 writes of a GPT step); the host has the values, and the
+copy is the tensor's own, so a min and a max over them are all it costs.
 The checks (``_checks.check_range``, ``distributions.utils.require_constraint``) skip a tensor whose mark
 covers the range they require. The mark holds only while the tensor holds the very storage it was made for
 at the same version: any write (in place, through a view, ``.data =``, ``set_``) rebinds ``_data`` or bumps
@@ -55,6 +60,28 @@ def inherit(out, src):
     if b is not None:
         mark(out, *b)
     return out
+
+
+def join(out, inputs):
+    """``out`` (the values of ``inputs`` put together: ``cat``, ``stack``) keeps the bounds that cover all of
+    theirs, when each has some."""
+    low = high = None
+    for t in inputs:
+        b = known(t) if t._bounds is not None else None
+        if b is None:
+            return out
+        low, high = (b[0], b[1]) if low is None else (min(low, b[0]), max(high, b[1]))
+    if low is not None:
+        mark(out, low, high)
+    return out
+
+
+def from_host(t, values):
+    """Mark ``t``, just made from the host array ``values`` (a copy: nothing else writes it), with its values'
+    range when they are integers."""
+    if values.dtype.kind in "iu" and values.size and _fits(t, 0, 1):
+        mark(t, int(values.min()), int(values.max()) + 1)
+    return t
 
 
 _RANGES: dict = {}  # numpy dtype -> (min, max) of an integer dtype, None for the others
