@@ -2,10 +2,9 @@
 
 A graph that lives across many ops keeps its nodes through Python's young collections into the oldest generation,
 where each object costs every full collection a visit (Note [Objects a live graph keeps]). Nodes share the tuples
-they can share; these tests hold that, and check the gradients of such a kept graph against NumPy.
+they can share; these tests hold that, and check the gradients of such a kept graph against NumPy. (They do not
+count objects: what a process has run before, saved-tensor hooks for one, changes the count.)
 """
-import gc
-
 import numpy as np
 import pytest
 
@@ -42,22 +41,14 @@ def test_nodes_of_one_signature_share_in_avals_and_input_metadata():
     np.testing.assert_allclose(w.grad.numpy(), 2 * x.numpy(), rtol=1e-6)
 
 
-@pytest.mark.cpu_only("counts the objects the CPU's recording keeps; a GPU's streams and events keep others")
-def test_a_kept_graph_keeps_few_objects_per_op_and_its_gradient_is_right():
+def test_a_graph_kept_across_steps_shares_its_nodes_tuples_and_its_gradient_is_right():
     x, w = _inputs()
-    for _ in range(20):  # kernels and structures settled
-        jg.stack(_kept_steps(x, w, 10)).sum().backward()
-    w.grad = None
-    gc.collect()
-    before = len(gc.get_objects())
-    kept = _kept_steps(x, w, 50)
-    gc.collect()
-    per_op = (len(gc.get_objects()) - before) / 50 / 4  # mul, tanh, unsqueeze, sum
-    # Measured 4.33 (eager) and 8.86 ("auto": pending buffers and their segment's bookkeeping) with the shared
-    # tuples, 5.19 and 9.96 without them.
-    assert per_op <= (4.75 if jg.get_execution_mode() == "eager" else 9.4), per_op
+    kept = _kept_steps(x, w, 30)
+    nodes = [k.grad_fn.next_functions[0][0].next_functions[0][0] for k in kept]  # each step's TanhBackward0
+    assert len({id(n) for n in nodes}) == 30
+    assert len({id(n.in_avals) for n in nodes}) == 1 and len({id(n.input_metadata) for n in nodes}) == 1
     jg.stack(kept).sum().backward()
-    np.testing.assert_allclose(w.grad.numpy(), _want_grad(x, w, 50), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), _want_grad(x, w, 30), rtol=1e-5)
 
 
 @pytest.mark.one_execution_mode
