@@ -59,6 +59,28 @@ def _ten_compiled_steps(run):
     return before, after
 
 
+def _hold_compiles(monkeypatch, then):
+    """Every segment compile waits until the returned event is set, then returns ``then(real compile, *its
+    arguments)``; compiles are due at once (expected to cost nothing) and the structure cache starts empty."""
+    import threading
+
+    from jgrad.runtime import _segment_run
+
+    gate = threading.Event()
+    real = _segment_run.compile_segment
+
+    def held(*args, **kwargs):
+        gate.wait(60)
+        return then(real, *args, **kwargs)
+
+    monkeypatch.setattr(_segment_run, "compile_segment", held)
+    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))
+    monkeypatch.setattr(_segment._compiler, "ops", 0)
+    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
+    jg.graphs.segment_cache_clear()
+    return gate
+
+
 @pytest.fixture
 def far_compiles(monkeypatch):
     """Compiles expected to cost an hour: nothing becomes due in a test, so every run is eager mode's."""
@@ -206,22 +228,7 @@ def test_stretches_run_while_the_structure_compiles_and_end_when_it_is_done(monk
     stand for it meanwhile (it earns no credit), the stretch under way ends at the first barrier point after the
     compile finishes, and the step then runs compiled, with no stretch over it. The compile is held back here until
     the test lets it go."""
-    import threading
-
-    from jgrad.runtime import _segment_run
-
-    gate = threading.Event()
-    real = _segment_run.compile_segment
-
-    def held(*args, **kwargs):
-        gate.wait(60)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_segment_run, "compile_segment", held)
-    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))  # due at once: the step's compile starts at once
-    monkeypatch.setattr(_segment._compiler, "ops", 0)
-    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
-    jg.graphs.segment_cache_clear()
+    gate = _hold_compiles(monkeypatch, lambda real, *args, **kwargs: real(*args, **kwargs))
     step, _ = _trainer()
     losses = []
     try:
@@ -253,21 +260,10 @@ def test_a_structure_whose_compile_failed_runs_in_stretches_and_the_failure_ends
     """A compile that fails leaves its structure running op by op for good, which costs more than eager mode:
     the failure ends the stretch under way at the next barrier point (as a finished compile does), and stretches go
     on standing for the structure afterwards, crediting it nothing. Values stay eager mode's."""
-    import threading
-
-    from jgrad.runtime import _segment_run
-
-    gate = threading.Event()
-
-    def failing(*args, **kwargs):
-        gate.wait(60)
+    def failing(real, *args, **kwargs):
         raise RuntimeError("no executable for this test")
 
-    monkeypatch.setattr(_segment_run, "compile_segment", failing)
-    monkeypatch.setattr(_segment, "compile_prior", (0.0, 0.0))  # due at once: the compile starts at once
-    monkeypatch.setattr(_segment._compiler, "ops", 0)
-    monkeypatch.setattr(_segment._compiler, "seconds", 0.0)
-    jg.graphs.segment_cache_clear()
+    gate = _hold_compiles(monkeypatch, failing)
     step, _ = _trainer()
     losses = []
     try:
