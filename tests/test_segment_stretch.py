@@ -81,6 +81,14 @@ def _hold_compiles(monkeypatch, then):
     return gate
 
 
+def _release(gate):
+    """Let the held compiles go; leave eager mode and an empty structure cache behind."""
+    gate.set()
+    _segment.wait_compiles()
+    jg.set_execution_mode("eager")
+    jg.graphs.segment_cache_clear()
+
+
 @pytest.fixture
 def far_compiles(monkeypatch):
     """Compiles expected to cost an hour: nothing becomes due in a test, so every run is eager mode's."""
@@ -250,10 +258,7 @@ def test_stretches_run_while_the_structure_compiles_and_end_when_it_is_done(monk
         want, _ = _train(len(losses))  # eager mode
         np.testing.assert_allclose(losses, want, rtol=1e-5)
     finally:
-        gate.set()
-        _segment.wait_compiles()
-        jg.set_execution_mode("eager")
-        jg.graphs.segment_cache_clear()
+        _release(gate)
 
 
 def test_a_structure_whose_compile_failed_runs_in_stretches_and_the_failure_ends_the_stretch(monkeypatch):
@@ -290,7 +295,4 @@ def test_a_structure_whose_compile_failed_runs_in_stretches_and_the_failure_ends
         want, _ = _train(len(losses))  # eager mode
         np.testing.assert_allclose(losses, want, rtol=1e-6)
     finally:
-        gate.set()
-        _segment.wait_compiles()
-        jg.set_execution_mode("eager")
-        jg.graphs.segment_cache_clear()
+        _release(gate)
