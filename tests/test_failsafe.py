@@ -334,17 +334,32 @@ def test_past_the_bound_kernels_not_called_lately_go_first(monkeypatch):
         for n in sizes:
             k.jit(x[n])  # an executable per shape, held by the kernel's jax.jit
     monkeypatch.setattr(_kernel_cache, "_kernels", {old: None, busy: None})
+    # The executables each kernel holds, as the count reads them: JAX's own cache of compiled calls is shared by
+    # every jax.jit function of the process and drops the least recently used past its capacity, so in a long
+    # process the kernels' real counts may be lower than what this test made (the policy is what is tested here).
+    held = {old: 3, busy: 5}
+    cleared = []
+    real_clear = _kernel_cache._clear
+
+    def clear(fn):
+        cleared.append(fn)
+        held[fn] = 0
+        real_clear(fn)
+
+    monkeypatch.setattr(_kernel_cache, "_size", lambda fn: held.get(fn, 0))
+    monkeypatch.setattr(_kernel_cache, "_clear", clear)
     _kernel_cache.enforce()
     _kernel_cache.enforce()  # two counts: what was called before them is not in use any more
     busy(x[6])  # called since: in use
-    assert (old.jit._cache_size(), busy.jit._cache_size()) == (3, 5)
+    assert not cleared
     monkeypatch.setattr(_kernel_cache, "max_executables", 7)  # 8 held: clearing the unused 3 is enough (to 5 <= 5)
     _kernel_cache.enforce()
-    assert (old.jit._cache_size(), busy.jit._cache_size()) == (0, 5)
+    assert cleared == [old] and old.jit._cache_size() == 0
     for n in (3, 4, 5, 11):
         old.jit(x[n])
+    held[old] = 4
     busy(x[6])
     old(x[3])  # both in use now: the one holding the most goes
     monkeypatch.setattr(_kernel_cache, "max_executables", 8)  # 9 held, down to 6
     _kernel_cache.enforce()
-    assert (old.jit._cache_size(), busy.jit._cache_size()) == (4, 0)
+    assert cleared == [old, busy] and busy.jit._cache_size() == 0
