@@ -51,9 +51,9 @@ def _infer_dtype(data):
     return (None, _dtype.bool, _dtype._index_dtype(), _dtype.get_default_dtype())[cat]
 
 
-def _as_array(data, dtype=None, device=None, copy=False):
+def _as_array(data, dtype=None, device=None, copy=False, host=None):
     with _dtype.x64_scope():
-        return _as_array_x64(data, dtype, device, copy)
+        return _as_array_x64(data, dtype, device, copy, host)
 
 
 def _as_array_x64(data, dtype, device, copy, host=None):
@@ -89,9 +89,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 
     Like ``torch.tensor`` it never shares host memory with ``data`` (JAX arrays are immutable,
     so those are not copied)."""
-    host = []
-    with _dtype.x64_scope():
-        arr = _as_array_x64(data, dtype, device, True, host)
+    host = []  # (the host copy, when one was made)
+    arr = _as_array(data, dtype, device, copy=True, host=host)
     t = Tensor._make(arr, _target_device(device))
     if host:  # integer data's range: its index checks are then done (Note [Known bounds])
         _bounds.from_host(t, host[0])

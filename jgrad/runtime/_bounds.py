@@ -79,7 +79,7 @@ def join(out, inputs):
 def from_host(t, values):
     """Mark ``t``, just made from the host array ``values`` (a copy: nothing else writes it), with its values'
     range when they are integers."""
-    if values.dtype.kind in "iu" and values.size and _fits(t, 0, 1):
+    if values.dtype.kind in "iu" and values.size:
         mark(t, int(values.min()), int(values.max()) + 1)
     return t
 

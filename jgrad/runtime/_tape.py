@@ -125,10 +125,7 @@ def _scan_inputs(op, args, inplace, dev, stream, with_edges):
     return tuple(edges), topo, shared, saved, has_saved
 
 
-#: One ``in_avals`` tuple per signature, shared by the nodes recorded with it. A graph that lives across many ops
-#: (an episode's, a sequence's) keeps its nodes through Python's young collections into the oldest generation,
-#: and each object there costs each full collection a visit: a node's own tuple, which holds dtypes (tracked),
-#: was one of them (Note [Objects a live graph keeps] above).
+#: One ``in_avals`` tuple per signature, shared by the nodes recorded with it (Note [Objects a live graph keeps]).
 _IN_AVALS: dict = {}
 _IN_AVALS_MAX = 4096
 
